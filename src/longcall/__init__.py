@@ -1,0 +1,76 @@
+"""longcall: durable long-running tool calls for AI agents.
+
+A tool starts work that outlives the request; longcall records the job in one durable row
+joining the job id, the agent session and the function-call id, takes its completion from
+anywhere, and resumes the conversation with the function response exactly once.
+"""
+
+from longcall.agents import (
+    AgentEvent,
+    AgentRunner,
+    CallObserver,
+    FunctionCall,
+    FunctionResponse,
+    Message,
+)
+from longcall.app import App
+from longcall.clock import Clock, FakeClock, SystemClock
+from longcall.errors import (
+    AgentError,
+    AttachConflict,
+    ConfigError,
+    JobNotFound,
+    LongcallError,
+    SchemaError,
+    StoreError,
+    StoreUnavailable,
+    SyncInAsyncError,
+    ToolArgumentsError,
+    UnknownCallError,
+)
+from longcall.jobs import CallIds, Delivery, FinishOutcome, Job, JobEvent, JobState
+from longcall.resumer import Resumer
+from longcall.scripted import Rule, ScriptedAgent
+from longcall.sweeper import Sweeper
+from longcall.tools import JobHandle, LongRunningTool
+from longcall.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentError",
+    "AgentEvent",
+    "AgentRunner",
+    "App",
+    "AttachConflict",
+    "CallIds",
+    "CallObserver",
+    "Clock",
+    "ConfigError",
+    "Delivery",
+    "FakeClock",
+    "FinishOutcome",
+    "FunctionCall",
+    "FunctionResponse",
+    "Job",
+    "JobEvent",
+    "JobHandle",
+    "JobNotFound",
+    "JobState",
+    "LongRunningTool",
+    "LongcallError",
+    "Message",
+    "Resumer",
+    "Rule",
+    "SchemaError",
+    "ScriptedAgent",
+    "StoreError",
+    "StoreUnavailable",
+    "Sweeper",
+    "SyncInAsyncError",
+    "SystemClock",
+    "ToolArgumentsError",
+    "UnknownCallError",
+    "Worker",
+    "__version__",
+]

@@ -1,0 +1,122 @@
+"""The agent side: one small protocol any framework can speak, and the call observer.
+
+An :class:`AgentRunner` runs a message into a session and streams the events it produces;
+the resumer uses it to hand function responses back. The :class:`CallObserver` reads an event
+stream and attaches session and call ids to jobs, for frameworks whose tools cannot see
+their own call id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from longcall.errors import AttachConflict, JobNotFound
+from longcall.jobs import CallIds
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.agents")
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionCall:
+    id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionResponse:
+    """A tool's answer to one call: ``id`` and ``name`` exactly as the call had them."""
+
+    id: str
+    name: str
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """What goes into a session: a user's text, or function responses (never both)."""
+
+    text: str | None = None
+    function_responses: tuple[FunctionResponse, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.text is None) == (not self.function_responses):
+            raise ValueError("a Message carries either text or function responses")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvent:
+    """One event of a run, in the terms every framework shares."""
+
+    author: str
+    invocation_id: str
+    text: str | None = None
+    function_calls: tuple[FunctionCall, ...] = ()
+    function_responses: tuple[FunctionResponse, ...] = ()
+    long_running_ids: frozenset[str] = frozenset()
+
+
+@runtime_checkable
+class AgentRunner(Protocol):
+    """What longcall needs from an agent framework."""
+
+    app_name: str
+
+    def run(self, *, user_id: str, session_id: str, message: Message) -> AsyncIterator[AgentEvent]:
+        """Run ``message`` into the session; yield the events the run produces.
+
+        Raise :class:`~longcall.errors.UnknownCallError` for a function response whose call
+        the session does not hold, before anything is stored.
+        """
+        ...
+
+    async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
+        """Whether the session already holds the closing response to ``call_id``."""
+        ...
+
+
+class CallObserver:
+    """Attaches session and call ids to jobs from a run's events.
+
+    Long-running call ids are remembered from the call event; when the response to one of
+    them carries a ``jobId`` (the pending map), that job is joined to the session and call.
+    One observer serves one run; the durable record is the job row.
+    """
+
+    def __init__(self, app: App, *, app_name: str | None, user_id: str, session_id: str) -> None:
+        self._app = app
+        self._ids = CallIds(app_name=app_name, user_id=user_id, session_id=session_id)
+        self._open: dict[str, str | None] = {}  # long-running call id -> invocation id
+        self.attached: list[str] = []
+
+    async def observe(self, event: AgentEvent) -> None:
+        for call_id in event.long_running_ids:
+            self._open[call_id] = event.invocation_id
+        for response in event.function_responses:
+            if response.id not in self._open:
+                continue
+            job_id = response.response.get("jobId")
+            if not isinstance(job_id, str):
+                continue
+            ids = CallIds(
+                self._ids.app_name,
+                self._ids.user_id,
+                self._ids.session_id,
+                response.id,
+                self._open.pop(response.id),
+            )
+            try:
+                await self._app.attach_async(job_id, ids)
+                self.attached.append(job_id)
+            except (AttachConflict, JobNotFound) as exc:
+                log.warning("could not attach job %s to call %s: %s", job_id, response.id, exc)
+
+    async def observe_all(self, events: Iterable[AgentEvent]) -> None:
+        for event in events:
+            await self.observe(event)

@@ -1,0 +1,328 @@
+"""The App: owns the store, the tool registry and the settings. No module-level state.
+
+Each public operation comes in two forms: ``complete_async`` for async code and ``complete``
+for everything else. The sync form refuses to run inside an event loop (it would block the
+loop) and names the async one instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from longcall.agents import AgentEvent, AgentRunner, CallObserver, Message
+from longcall.clock import Clock, SystemClock
+from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
+from longcall.jobs import CallIds, FinishOutcome, Job, JobEvent, JobState, parse_duration
+from longcall.store import Store, open_store
+from longcall.tools import JobHandle, LongRunningTool
+
+if TYPE_CHECKING:
+    from longcall.resumer import Resumer
+    from longcall.sweeper import Sweeper
+    from longcall.worker import Worker
+
+log = logging.getLogger("longcall")
+P = ParamSpec("P")
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_URL = "sqlite:///longcall.db"
+
+
+def new_holder_id(role: str = "app") -> str:
+    """A name for one lease holder: host, process and a random suffix, readable in the table."""
+    return f"{socket.gethostname()}:{os.getpid()}:{role}:{uuid.uuid4().hex[:8]}"
+
+
+class App:
+    """longcall in one object: ``App("sqlite:///longcall.db")`` or ``App("postgresql://…")``.
+
+    ``migrate`` (default True) brings the schema up to date on first use; with False an
+    outdated schema raises :class:`~longcall.errors.SchemaError` naming ``longcall migrate``.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        clock: Clock | None = None,
+        migrate: bool = True,
+        progress_throttle: str | float = "10s",
+        dispatch_lease: str | float = "60s",
+        session_lease: str | float = "60s",
+        threads: int = 8,
+        store: Store | None = None,
+    ) -> None:
+        self.url = url or os.environ.get("LONGCALL_DATABASE_URL") or DEFAULT_URL
+        self.clock: Clock = clock or SystemClock()
+        self.store: Store = store or open_store(self.url, self.clock)
+        if migrate:
+            self.store.migrate()
+        else:
+            self.store.check_schema()
+        self.progress_throttle = parse_duration(progress_throttle)
+        self.dispatch_lease = parse_duration(dispatch_lease)
+        self.session_lease = parse_duration(session_lease)
+        self.holder = new_holder_id()
+        self.tools: dict[str, LongRunningTool] = {}
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="longcall")
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def refuse_in_loop(self, method: str) -> None:
+        """Raise :class:`SyncInAsyncError` when called from a thread running an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise SyncInAsyncError(method)
+
+    async def in_thread(self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a blocking store call on the app's thread pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self.store.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tools --------------------------------------------------------------------------
+
+    @overload
+    def long_running(self, func: F, /) -> LongRunningTool: ...
+
+    @overload
+    def long_running(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        key: str | None = None,
+        deadline: str | float | None = None,
+        on_cancel: Callable[[JobHandle], Any] | None = None,
+        description: str | None = None,
+    ) -> Callable[[F], LongRunningTool]: ...
+
+    def long_running(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        key: str | None = None,
+        deadline: str | float | None = None,
+        on_cancel: Callable[[JobHandle], Any] | None = None,
+        description: str | None = None,
+    ) -> LongRunningTool | Callable[[F], LongRunningTool]:
+        """Register a long-running tool.
+
+        ``key`` is a format string over the parameters (and ``user_id``, ``session_id`` …)
+        that names the job: the same key is the same job, and its work is submitted once.
+        ``deadline`` (``"45m"``) makes the sweeper answer for a result that never comes;
+        ``on_cancel`` is called with the job when it expires or is cancelled, so the
+        external work can stop.
+        """
+
+        def register(f: Callable[..., Any]) -> LongRunningTool:
+            tool = LongRunningTool(
+                self,
+                f,
+                name=name,
+                key=key,
+                deadline=deadline,
+                on_cancel=on_cancel,
+                description=description,
+            )
+            if tool.name in self.tools:
+                raise ConfigError(f"a tool named {tool.name!r} is already registered")
+            self.tools[tool.name] = tool
+            return tool
+
+        return register(func) if func is not None else register
+
+    # -- completions --------------------------------------------------------------------
+
+    def complete(self, job_id: str, result: Any = None) -> FinishOutcome:
+        """Record a job's result. The first terminal result wins; later ones change nothing."""
+        self.refuse_in_loop("complete")
+        return self.store.finish(job_id, JobState.SUCCEEDED, result)
+
+    async def complete_async(self, job_id: str, result: Any = None) -> FinishOutcome:
+        return await self.in_thread(self.store.finish, job_id, JobState.SUCCEEDED, result)
+
+    def fail(self, job_id: str, error: str | dict[str, Any]) -> FinishOutcome:
+        """Record that a job failed; ``error`` is a message or a JSON object."""
+        self.refuse_in_loop("fail")
+        return self.store.finish(job_id, JobState.FAILED, _error_body(error))
+
+    async def fail_async(self, job_id: str, error: str | dict[str, Any]) -> FinishOutcome:
+        return await self.in_thread(self.store.finish, job_id, JobState.FAILED, _error_body(error))
+
+    def cancel(self, job_id: str, reason: str | None = None) -> FinishOutcome:
+        """Cancel a job: the agent hears so, and the tool's ``on_cancel`` hook is called."""
+        self.refuse_in_loop("cancel")
+        return self.store.finish(
+            job_id, JobState.CANCELLED, _cancel_body(reason), request_cancel=True
+        )
+
+    async def cancel_async(self, job_id: str, reason: str | None = None) -> FinishOutcome:
+        return await self.in_thread(
+            self.store.finish, job_id, JobState.CANCELLED, _cancel_body(reason), request_cancel=True
+        )
+
+    def progress(self, job_id: str, data: Any, *, notify_model: bool = False) -> Job | None:
+        """Append progress to the job's log; the model hears of it only with ``notify_model``.
+
+        Announcements are throttled per job (``progress_throttle``): several quick updates
+        reach the model as the latest one. Returns None when the job already finished.
+        """
+        self.refuse_in_loop("progress")
+        return self.store.progress(
+            job_id, data, notify=notify_model, throttle=self.progress_throttle
+        )
+
+    async def progress_async(
+        self, job_id: str, data: Any, *, notify_model: bool = False
+    ) -> Job | None:
+        return await self.in_thread(
+            self.store.progress, job_id, data, notify=notify_model, throttle=self.progress_throttle
+        )
+
+    def attach(self, job_id: str, ids: CallIds) -> Job:
+        """Join a job to its session and call; only empty columns are filled."""
+        self.refuse_in_loop("attach")
+        return self.store.attach(job_id, ids)
+
+    async def attach_async(self, job_id: str, ids: CallIds) -> Job:
+        return await self.in_thread(self.store.attach, job_id, ids)
+
+    def attach_quietly(self, job: Job, ids: CallIds) -> Job:
+        """Attach what is missing; a conflict is recorded on the job, logged, and not raised."""
+        if not any(ids.as_dict().values()):
+            return job
+        try:
+            return self.store.attach(job.job_id, ids)
+        except AttachConflict as exc:
+            log.warning("%s", exc)
+            return job
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get_job(self, job_id: str) -> Job:
+        self.refuse_in_loop("get_job")
+        return self.store.get_job(job_id)
+
+    async def get_job_async(self, job_id: str) -> Job:
+        return await self.in_thread(self.store.get_job, job_id)
+
+    def list_jobs(self, **filters: Any) -> list[Job]:
+        """Newest first; filters: state, tool_name, session_id, user_id, delivery, before, limit."""
+        self.refuse_in_loop("list_jobs")
+        return self.store.list_jobs(**filters)
+
+    async def list_jobs_async(self, **filters: Any) -> list[Job]:
+        return await self.in_thread(functools.partial(self.store.list_jobs, **filters))
+
+    def job_events(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
+        self.refuse_in_loop("job_events")
+        return self.store.job_events(job_id, after=after)
+
+    async def job_events_async(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
+        return await self.in_thread(self.store.job_events, job_id, after=after)
+
+    # -- conversations ------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def session_turn(self, session_id: str, *, kind: str = "turn") -> AsyncIterator[str]:
+        """Hold the session's lease for a run: waits while a resume (or another turn) runs.
+
+        The lease is renewed while the block runs and released at its end, so resumes of
+        this session wait for the turn, in this process or any other.
+        """
+        holder = new_holder_id(kind)
+        delay = 0.005
+        while not await self.in_thread(
+            self.store.take_session, session_id, holder, kind=kind, ttl=self.session_lease
+        ):
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+        renewer = asyncio.create_task(self._renew_session(session_id, holder, kind))
+        try:
+            yield holder
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+            await self.in_thread(self.store.release_session, session_id, holder)
+
+    async def _renew_session(self, session_id: str, holder: str, kind: str) -> None:
+        while True:
+            await asyncio.sleep(self.session_lease / 3)
+            await self.in_thread(
+                self.store.take_session, session_id, holder, kind=kind, ttl=self.session_lease
+            )
+
+    async def run_turn_async(
+        self, runner: AgentRunner, *, user_id: str, session_id: str, text: str
+    ) -> list[AgentEvent]:
+        """A user's turn: takes the session lease, runs the agent, attaches long-running calls."""
+        observer = CallObserver(
+            self, app_name=runner.app_name, user_id=user_id, session_id=session_id
+        )
+        events = []
+        async with self.session_turn(session_id):
+            async for event in runner.run(
+                user_id=user_id, session_id=session_id, message=Message(text=text)
+            ):
+                await observer.observe(event)
+                events.append(event)
+        return events
+
+    def run_turn(
+        self, runner: AgentRunner, *, user_id: str, session_id: str, text: str
+    ) -> list[AgentEvent]:
+        self.refuse_in_loop("run_turn")
+        return asyncio.run(
+            self.run_turn_async(runner, user_id=user_id, session_id=session_id, text=text)
+        )
+
+    # -- background loops ---------------------------------------------------------------
+
+    def resumer(self, runner: AgentRunner, **options: Any) -> Resumer:
+        from longcall.resumer import Resumer
+
+        return Resumer(self, runner, **options)
+
+    def sweeper(self, **options: Any) -> Sweeper:
+        from longcall.sweeper import Sweeper
+
+        return Sweeper(self, **options)
+
+    def worker(self, runner: AgentRunner, **options: Any) -> Worker:
+        from longcall.worker import Worker
+
+        return Worker(self, runner, **options)
+
+
+def _error_body(error: str | dict[str, Any]) -> dict[str, Any]:
+    return dict(error) if isinstance(error, dict) else {"error": str(error)}
+
+
+def _cancel_body(reason: str | None) -> dict[str, Any]:
+    return {"message": reason or "The job was cancelled."}

@@ -1,0 +1,161 @@
+"""``longcall demo``: the worked example of a 19-minute report, played on a fake clock.
+
+A user asks for the Q3 EMEA sales report at 10:00; the tool records the job with a 45-minute
+deadline and hands it to a (simulated) batch system; an unrelated question at 10:05 is answered
+normally; the batch system reports completion at 10:19 and the agent is resumed with the URL
+and row count; the same completion arrives again at 10:21 and changes nothing. A second report
+never finishes: at its deadline the sweeper answers for it, and a late result is a recorded
+no-op. The demo checks each step and exits 0 only when every one happened as it should.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from longcall.agents import AgentEvent
+from longcall.app import App
+from longcall.clock import FakeClock
+from longcall.jobs import Delivery, JobState
+from longcall.scripted import Rule, ScriptedAgent
+from longcall.tools import JobHandle
+
+START = dt.datetime(2026, 11, 30, 10, 0, 0, tzinfo=dt.UTC).timestamp()
+USER, SESSION = "ana", "session-ana-1"
+
+
+@dataclass
+class Timeline:
+    console: Console
+    clock: FakeClock
+    failures: list[str] = field(default_factory=list)
+    checks: int = 0
+
+    def at(self, hh_mm_ss: str) -> None:
+        h, m, s = (int(x) for x in hh_mm_ss.split(":"))
+        self.clock.set(START + h * 3600 + m * 60 + s - 10 * 3600)
+
+    def stamp(self) -> str:
+        return dt.datetime.fromtimestamp(self.clock.now(), dt.UTC).strftime("%H:%M:%S")
+
+    def say(self, who: str, text: str, style: str = "") -> None:
+        self.console.print(f"[dim]{self.stamp()}[/dim]  [bold]{who:<13}[/bold] {text}",
+                           style=style, highlight=False)
+
+    def events(self, events: list[AgentEvent]) -> None:
+        for event in events:
+            if event.author == "user" and event.text:
+                continue
+            for call in event.function_calls:
+                args = ", ".join(f"{k}={v!r}" for k, v in call.args.items())
+                self.say("agent", f"calls {call.name}({args})", "cyan")
+            for response in event.function_responses:
+                self.say("tool" if event.author != "user" else "longcall",
+                         f"{response.name} -> {response.response}", "magenta")
+            if event.text:
+                self.say("agent", event.text, "green")
+
+    def check(self, ok: bool, what: str) -> None:
+        self.checks += 1
+        if ok:
+            self.console.print(f"          [green]✓[/green] {what}", highlight=False)
+        else:
+            self.failures.append(what)
+            self.console.print(f"          [red]✗ {what}[/red]", highlight=False)
+
+
+async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
+    """Run the worked example against ``app`` and return the timeline with its checks."""
+    line = Timeline(console, clock)
+    batch_queue: list[str] = []
+
+    @app.long_running(key="report:{quarter}:{region}", deadline="45m")
+    def start_sales_report(quarter: str, region: str, job: JobHandle) -> dict[str, Any]:
+        """Starts a sales report build for a quarter (like 2026-Q3) and a region code."""
+        batch_queue.append(job.id)  # the batch system takes the job id as its idempotency key
+        return {"message": "Report build started; typical time is 15-25 minutes."}
+
+    agent = ScriptedAgent(app, rules=[
+        Rule(r"sales report for (\d{4}-Q[1-4]) (\w+)", calls=[
+            ("start_sales_report", lambda m: {"quarter": m[1], "region": m[2].upper()}),
+        ]),
+        Rule(r"vacation", reply="You have 12 vacation days left this year."),
+    ])
+    resumer = app.resumer(agent, on_event=lambda job, event: line.events([event]))
+    sweeper = app.sweeper()
+
+    async def ask(text: str) -> None:
+        line.say("user", text, "bold")
+        line.events(await app.run_turn_async(agent, user_id=USER, session_id=SESSION, text=text))
+
+    line.at("10:00:00")
+    await ask("Please build the sales report for 2026-Q3 EMEA.")
+    job = await app.get_job_async("report:2026-Q3:EMEA")
+    line.check(job.state is JobState.STARTED and job.attached,
+               "job report:2026-Q3:EMEA recorded with its session and call id")
+    line.check(job.deadline_at == START + 45 * 60, "its deadline is 10:45:00")
+    line.check(batch_queue == [job.job_id], "the work was submitted once, keyed by the job id")
+
+    line.at("10:05:00")
+    await ask("How many vacation days do I have left?")
+    line.check(await resumer.run_once() == 0, "nothing to resume while the report runs")
+
+    line.at("10:19:00")
+    result = {"url": "https://reports.example.com/2026-Q3-EMEA.csv", "rowCount": 48213}
+    line.say("batch system", f"report:2026-Q3:EMEA finished: {result}", "yellow")
+    outcome = await app.complete_async("report:2026-Q3:EMEA", result)
+    line.check(outcome.changed, "the completion moved the job to succeeded")
+    line.at("10:19:03")
+    line.check(await resumer.run_once() == 1, "the resumer delivered the result once")
+
+    line.at("10:21:00")
+    line.say("batch system", "report:2026-Q3:EMEA finished (the same webhook, retried)", "yellow")
+    again = await app.complete_async("report:2026-Q3:EMEA", result)
+    line.check(not again.changed, "the duplicate completion changed nothing")
+    line.check(await resumer.run_once() == 0, "and nothing was delivered twice")
+    history = await agent.history(SESSION)
+    finals = [r for e in history if e.author == "user" for r in e.function_responses]
+    line.check(len(finals) == 1 and finals[0].response.get("result") == result,
+               "the session holds exactly one response to the call, with URL and row count")
+
+    line.at("10:22:00")
+    await ask("Also the sales report for 2026-Q3 APAC, please.")
+    line.at("11:07:00")
+    line.say("sweeper", "checks deadlines", "yellow")
+    expired = await sweeper.run_once()
+    line.check([j.job_id for j in expired] == ["report:2026-Q3:APAC"],
+               "the APAC report expired at its deadline, 45 minutes after it started")
+    line.check(await resumer.run_once() == 1, "the agent was told, once")
+    line.at("11:10:00")
+    late = await app.complete_async("report:2026-Q3:APAC", {"url": "late"})
+    apac = await app.get_job_async("report:2026-Q3:APAC")
+    events = await app.job_events_async("report:2026-Q3:APAC")
+    line.check(not late.changed and apac.state is JobState.EXPIRED
+               and apac.delivery is Delivery.DELIVERED and events[-1].kind == "ignored",
+               "a late result at 11:10 is recorded and changes nothing")
+    return line
+
+
+def run_demo(database: str | None = None, console: Console | None = None) -> int:
+    """Play the demo; return the process exit status (0 when every check passed)."""
+    console = console or Console()
+    clock = FakeClock(START)
+    with tempfile.TemporaryDirectory(prefix="longcall-demo-") as tmp:
+        url = database or f"sqlite:///{Path(tmp) / 'demo.db'}"
+        console.print(f"[bold]longcall demo[/bold]: the 19-minute report, on a fake clock ({url})\n")
+        app = App(url, clock=clock)
+        try:
+            line = asyncio.run(play(app, clock, console))
+        finally:
+            app.close()
+    if line.failures:
+        console.print(f"\n[red]{len(line.failures)} of {line.checks} checks failed[/red]")
+        return 1
+    console.print(f"\n[green]all {line.checks} checks passed[/green]")
+    return 0

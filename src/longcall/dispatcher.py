@@ -1,0 +1,122 @@
+"""The dispatcher: the outbox's other end.
+
+A tool submits its work right after the job row commits. If the process dies in between, the
+``dispatch`` item stays in the outbox and, once its hold runs out, the dispatcher runs the
+tool's body again with the same job id (the body's idempotency key) and ``attempt`` > 1.
+``cancel`` items call the tool's ``on_cancel`` hook after an expiry or a cancellation.
+Failures are retried with backoff; a dispatch that keeps failing fails its job, so the agent
+hears of it instead of waiting for the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from typing import TYPE_CHECKING
+
+from longcall.jobs import JobState, parse_duration
+from longcall.store import OutboxItem
+from longcall.tools import JobHandle, message_of
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.dispatcher")
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        app: App,
+        *,
+        holder: str | None = None,
+        batch: int = 32,
+        lease: str | float = "60s",
+        max_attempts: int = 5,
+        interval: str | float = "1s",
+    ) -> None:
+        from longcall.app import new_holder_id
+
+        self.app = app
+        self.holder = holder or new_holder_id("dispatcher")
+        self.batch = batch
+        self.lease = parse_duration(lease)
+        self.max_attempts = max_attempts
+        self.interval = parse_duration(interval)
+
+    async def run_once(self) -> int:
+        items = await self.app.in_thread(
+            self.app.store.claim_outbox, self.holder, limit=self.batch, lease=self.lease
+        )
+        for item in items:
+            await self._handle(item)
+        return len(items)
+
+    async def _handle(self, item: OutboxItem) -> None:
+        app, store = self.app, self.app.store
+        tool = app.tools.get(item.tool_name)
+        if tool is None:
+            await self._failed(item, f"no tool {item.tool_name!r} is registered in this process")
+            return
+        handle = JobHandle(item.job_id, item.tool_name, item.args, attempt=item.attempts + 1)
+        try:
+            if item.kind == "dispatch":
+                job = await app.in_thread(store.get_job, item.job_id)
+                handle = JobHandle.of(job, attempt=item.attempts + 1)
+                if job.state is JobState.STARTED:
+                    values = tool.validate(job.args)
+                    returned = await tool.call_body_async(handle, values)
+                    await app.in_thread(store.finish_dispatch, item.job_id, message_of(returned))
+                    log.info("re-submitted job %s (attempt %d)", item.job_id, handle.attempt)
+                    return
+            elif tool.on_cancel is not None:
+                result = tool.on_cancel(handle)
+                if asyncio.iscoroutine(result):
+                    await result
+            await app.in_thread(store.finish_outbox, item.job_id, item.kind)
+        except Exception as exc:
+            await self._failed(item, f"{type(exc).__name__}: {exc}")
+
+    async def _failed(self, item: OutboxItem, error: str) -> None:
+        app, store = self.app, self.app.store
+        if item.attempts >= self.max_attempts:
+            log.error("giving up %s of job %s: %s", item.kind, item.job_id, error)
+            await app.in_thread(store.finish_outbox, item.job_id, item.kind)
+            await app.in_thread(
+                store.record,
+                item.job_id,
+                f"{item.kind}_abandoned",
+                {"error": error, "attempts": item.attempts},
+            )
+            if item.kind == "dispatch":
+                await app.in_thread(
+                    store.finish,
+                    item.job_id,
+                    JobState.FAILED,
+                    {"error": f"the work could not be submitted: {error}"},
+                )
+            return
+        delay = min(300.0, 2.0**item.attempts) * (0.5 + random.random() / 2)
+        log.warning(
+            "%s of job %s failed (attempt %d), retrying in %.1fs: %s",
+            item.kind,
+            item.job_id,
+            item.attempts,
+            delay,
+            error,
+        )
+        await app.in_thread(store.retry_outbox, item, self.holder, error=error, delay=delay)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                handled = await self.run_once()
+            except Exception:
+                log.exception("dispatch pass failed; retrying")
+                handled = 0
+            if handled:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.interval)

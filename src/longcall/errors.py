@@ -1,0 +1,92 @@
+"""Every error longcall raises on purpose.
+
+::
+
+    LongcallError
+    ├── ConfigError                 a URL, setting or registration that cannot work
+    ├── StoreError                  the database misbehaved
+    │   ├── StoreUnavailable        could not reach or write to it (after retries)
+    │   └── SchemaError             schema missing, older (`longcall migrate`) or newer
+    ├── JobNotFound                 no job with that id
+    ├── AttachConflict              the job is already joined to a different session or call
+    ├── ToolArgumentsError          a tool was called with missing or wrongly typed arguments
+    ├── SyncInAsyncError            a sync method was called inside a running event loop
+    └── AgentError                  an agent run failed while delivering a response
+        └── UnknownCallError        the agent's session has no such function call (never retried)
+
+Driver errors (sqlite3, psycopg) are wrapped with ``raise ... from`` so callers catch one root.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LongcallError(Exception):
+    """Root of every error longcall raises on purpose."""
+
+
+class ConfigError(LongcallError):
+    """A database URL, setting or registration that cannot work."""
+
+
+class StoreError(LongcallError):
+    """The database did something the store did not expect."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not be reached or written to, even after retries."""
+
+
+class SchemaError(StoreError):
+    """The database schema is missing, older than this code, or newer than it."""
+
+
+class JobNotFound(LongcallError):
+    """No job has this id."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"no job with id {job_id!r}")
+        self.job_id = job_id
+
+
+class AttachConflict(LongcallError):
+    """The job is already joined to another session or call; the new mapping was refused."""
+
+    def __init__(self, job_id: str, conflicts: dict[str, tuple[str, str]]) -> None:
+        detail = ", ".join(f"{k}: has {old!r}, got {new!r}" for k, (old, new) in conflicts.items())
+        super().__init__(f"job {job_id!r} is already attached differently ({detail})")
+        self.job_id = job_id
+        self.conflicts = conflicts
+
+
+class ToolArgumentsError(LongcallError):
+    """A tool was called with missing or wrongly typed arguments; no job was created."""
+
+    def __init__(self, tool_name: str, errors: dict[str, str]) -> None:
+        detail = "; ".join(f"{k}: {v}" for k, v in errors.items())
+        super().__init__(f"bad arguments for tool {tool_name!r}: {detail}")
+        self.tool_name = tool_name
+        self.errors = errors
+
+    def as_response(self) -> dict[str, Any]:
+        """The error map handed back to the model instead of a pending map."""
+        return {"status": "error", "message": str(self), "errors": self.errors}
+
+
+class SyncInAsyncError(LongcallError):
+    """A blocking method was called from inside a running event loop."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(
+            f"{method}() blocks and was called inside a running event loop; "
+            f"await {method}_async() instead"
+        )
+
+
+class AgentError(LongcallError):
+    """The agent run that should have taken a function response failed."""
+
+
+class UnknownCallError(AgentError):
+    """The session holds no function call with this id: the response can never be delivered."""

@@ -1,0 +1,204 @@
+"""The job: one row joining a tool's job id, the agent session and the function-call id.
+
+This module holds the value object and the pure rules (no I/O). The store applies the same
+rules in SQL, atomically; these functions are what the SQL is checked against in the tests.
+
+States: ``started`` then exactly one terminal state. Delivery is tracked apart from the
+state: a job is *ready* when it is terminal (or has progress the model should hear), has its
+session and call id, and nothing is delivered yet.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self is not JobState.STARTED
+
+
+TERMINAL_STATES = frozenset(s for s in JobState if s.terminal)
+
+
+class Delivery(StrEnum):
+    """Where the job's function response stands, apart from the job's own state."""
+
+    NONE = "none"  # nothing to hand to the agent yet
+    READY = "ready"  # a final result (or progress to announce) waits for the resumer
+    DELIVERED = "delivered"  # the final response is in the session
+    FAILED = "failed"  # delivery was retried up to the limit and given up; visible, not lost
+    ORPHANED = "orphaned"  # the session has no such call; can never be delivered
+
+
+@dataclass(frozen=True, slots=True)
+class CallIds:
+    """What the agent side knows of a call; any field may be unknown (None)."""
+
+    app_name: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    call_id: str | None = None
+    invocation_id: str | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        return {
+            "app_name": self.app_name,
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "call_id": self.call_id,
+            "invocation_id": self.invocation_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one job row."""
+
+    job_id: str
+    tool_name: str
+    state: JobState
+    args: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+    app_name: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    call_id: str | None = None
+    invocation_id: str | None = None
+    pending_message: str | None = None
+    progress: Any = None
+    progress_seq: int = 0
+    notify_seq: int = 0
+    notified_seq: int = 0
+    deadline_at: float | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    finished_at: float | None = None
+    delivered_at: float | None = None
+    delivery: Delivery = Delivery.NONE
+    available_at: float | None = None
+    claim_holder: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+    @property
+    def attached(self) -> bool:
+        """True once both halves of the join (session and call id) are known."""
+        return self.session_id is not None and self.call_id is not None
+
+    @property
+    def ids(self) -> CallIds:
+        return CallIds(
+            self.app_name, self.user_id, self.session_id, self.call_id, self.invocation_id
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class JobEvent:
+    """One entry of a job's append-only log."""
+
+    job_id: str
+    seq: int
+    kind: str
+    data: Any
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FinishOutcome:
+    """What a complete / fail / cancel / expire call did."""
+
+    changed: bool  # False: the job was already terminal; the earlier result stands
+    job: Job
+
+
+def plan_attach(job: Job, ids: CallIds) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """Which columns an attach fills, and which it would overwrite (conflicts).
+
+    Only empty columns are filled. A value equal to the stored one is neither. A different
+    value for a filled column is a conflict, and then nothing at all is written.
+    """
+    fill: dict[str, str] = {}
+    conflicts: dict[str, tuple[str, str]] = {}
+    current = job.ids.as_dict()
+    for name, new in ids.as_dict().items():
+        if new is None:
+            continue
+        old = current[name]
+        if old is None:
+            fill[name] = new
+        elif old != new:
+            conflicts[name] = (old, new)
+    return ({} if conflicts else fill), conflicts
+
+
+def is_ready(job: Job) -> bool:
+    """Whether the resumer has something to hand to the agent for this job."""
+    if not job.attached or job.delivery is not Delivery.NONE:
+        return job.delivery is Delivery.READY
+    return job.terminal or job.notify_seq > job.notified_seq
+
+
+def final_response(job: Job) -> dict[str, Any]:
+    """The function response that closes the call: status, job id and what the job produced."""
+    body: dict[str, Any] = {"status": job.state.value, "jobId": job.job_id}
+    if job.state is JobState.SUCCEEDED:
+        body["result"] = job.result
+    elif isinstance(job.result, dict):
+        body.update({k: v for k, v in job.result.items() if k not in body})
+    elif job.result is not None:
+        body["message"] = str(job.result)
+    return body
+
+
+def progress_response(job: Job) -> dict[str, Any]:
+    """An intermediate function response for the same call: the job is still running."""
+    return {"status": "running", "jobId": job.job_id, "progress": job.progress}
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(value: str | float | int) -> float:
+    """Seconds from ``90``, ``"500ms"``, ``"45m"``, ``"1h30m"`` or ``"2d"``."""
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"a duration cannot be negative: {value!r}")
+        return float(value)
+    text = value.strip().replace(" ", "")
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"not a duration: {value!r} (use e.g. '90s', '45m', '1h30m', '2d')")
+    return total
+
+
+def describe_duration(seconds: float) -> str:
+    """``2700`` -> ``"45 minutes"``: for messages the model passes on to a person."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    if seconds >= 60:
+        return f"{round(seconds / 60)} minutes"
+    n = round(seconds)
+    return f"{n} second{'s' if n != 1 else ''}"

@@ -1,0 +1,293 @@
+"""The resumer: hands finished jobs back to the agent, once each, one run per session at a time.
+
+A pass claims ready jobs together with their sessions' leases (so it never runs while a user
+turn or another resume holds the session), groups each session's jobs by invocation (google-adk
+refuses responses to calls of two invocations in one message), delivers each group as one
+message of function responses with the original call ids and tool names, and marks the jobs
+delivered. Before delivering a final response it asks the agent whether the session already
+holds it: a holder that crashed after the agent stored the response but before marking it
+delivered must not cause a second delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from longcall.agents import AgentEvent, AgentRunner, CallObserver, FunctionResponse, Message
+from longcall.errors import UnknownCallError
+from longcall.jobs import Delivery, Job, final_response, parse_duration, progress_response
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.resumer")
+
+
+def group_by_invocation(jobs: list[Job]) -> list[list[Job]]:
+    """Split one session's jobs into messages: one per invocation, in order of readiness."""
+    groups: dict[str | None, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.invocation_id, []).append(job)
+    return list(groups.values())
+
+
+def response_of(job: Job) -> FunctionResponse:
+    """The function response a job answers its call with: final, or progress while running."""
+    assert job.call_id is not None
+    body = final_response(job) if job.terminal else progress_response(job)
+    return FunctionResponse(job.call_id, job.tool_name, body)
+
+
+class Resumer:
+    """Claims ready jobs and delivers them through an :class:`AgentRunner`."""
+
+    def __init__(
+        self,
+        app: App,
+        runner: AgentRunner,
+        *,
+        batch: int = 64,
+        lease: str | float = "60s",
+        max_attempts: int = 8,
+        retry_base: str | float = "1s",
+        retry_cap: str | float = "5m",
+        poll_interval: str | float = "1s",
+        holder: str | None = None,
+        on_event: Callable[[Job, AgentEvent], None] | None = None,
+    ) -> None:
+        from longcall.app import new_holder_id
+
+        self.app = app
+        self.runner = runner
+        self.batch = batch
+        self.lease = parse_duration(lease)
+        self.max_attempts = max_attempts
+        self.retry_base = parse_duration(retry_base)
+        self.retry_cap = parse_duration(retry_cap)
+        self.poll_interval = parse_duration(poll_interval)
+        self.holder = holder or new_holder_id("resumer")
+        self.on_event = on_event
+        self.stats: Counter[str] = Counter()
+        self._stopping = False
+
+    # -- one pass -----------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Claim what is ready and deliver it; return how many jobs were handled."""
+        store = self.app.store
+        claimed = await self.app.in_thread(
+            store.claim, self.holder, limit=self.batch, lease=self.lease
+        )
+        if not claimed:
+            return 0
+        by_session: dict[str, list[Job]] = {}
+        for job in claimed:
+            assert job.session_id is not None
+            by_session.setdefault(job.session_id, []).append(job)
+        await asyncio.gather(*(self._deliver_session(jobs) for jobs in by_session.values()))
+        return len(claimed)
+
+    async def _deliver_session(self, jobs: list[Job]) -> None:
+        session_id = jobs[0].session_id
+        assert session_id is not None
+        heartbeat = asyncio.create_task(self._heartbeat(jobs))
+        try:
+            groups = group_by_invocation(jobs)
+            for index, group in enumerate(groups):
+                if self._stopping:
+                    for rest in groups[index:]:
+                        await self._give_back(rest)
+                    break
+                await self._deliver_group(session_id, group)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
+
+    async def _heartbeat(self, jobs: list[Job]) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self.app.in_thread(self.app.store.renew, self.holder, jobs, lease=self.lease)
+            except Exception:
+                log.exception("could not renew leases; another resumer may take over")
+
+    async def _deliver_group(self, session_id: str, group: list[Job]) -> None:
+        store, runner = self.app.store, self.runner
+        user_id = group[0].user_id or ""
+        to_send = []
+        for job in group:
+            assert job.call_id is not None
+            if job.terminal and await runner.has_function_response(
+                user_id=user_id, session_id=session_id, call_id=job.call_id
+            ):
+                # Delivered before a crash; only the bookkeeping was lost.
+                await self._mark_delivered(job)
+                self.stats["already_in_session"] += 1
+                continue
+            to_send.append(job)
+        if not to_send:
+            return
+        message = Message(function_responses=tuple(response_of(j) for j in to_send))
+        observer = CallObserver(
+            self.app, app_name=runner.app_name, user_id=user_id, session_id=session_id
+        )
+        try:
+            async for event in runner.run(user_id=user_id, session_id=session_id, message=message):
+                await observer.observe(event)
+                if self.on_event is not None:
+                    self.on_event(to_send[0], event)
+        except UnknownCallError as exc:
+            log.error(
+                "session %s has no call for jobs %s: %s",
+                session_id,
+                [j.job_id for j in to_send],
+                exc,
+            )
+            for job in to_send:
+                await self.app.in_thread(
+                    store.release,
+                    job,
+                    self.holder,
+                    error=str(exc),
+                    delay=0,
+                    delivery=Delivery.ORPHANED,
+                )
+            self.stats["orphaned"] += len(to_send)
+            return
+        except Exception as exc:
+            await self._retry_later(to_send, exc)
+            return
+        for job in to_send:
+            await self._mark_delivered(job)
+            self.stats["delivered" if job.terminal else "progress_delivered"] += 1
+
+    async def _mark_delivered(self, job: Job) -> None:
+        marked = await self.app.in_thread(
+            self.app.store.mark_delivered, job, self.holder, throttle=self.app.progress_throttle
+        )
+        if not marked:
+            log.warning("lost the claim on job %s before marking it delivered", job.job_id)
+            self.stats["claim_lost"] += 1
+
+    async def _retry_later(self, jobs: list[Job], exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        for job in jobs:
+            if job.attempts >= self.max_attempts:
+                log.error(
+                    "giving up delivering job %s after %d attempts: %s",
+                    job.job_id,
+                    job.attempts,
+                    error,
+                )
+                delivery, delay = Delivery.FAILED, 0.0
+                self.stats["delivery_failed"] += 1
+            else:
+                delivery, delay = Delivery.READY, self.backoff(job.attempts)
+                log.warning(
+                    "delivery of job %s failed (attempt %d), retrying in %.1fs: %s",
+                    job.job_id,
+                    job.attempts,
+                    delay,
+                    error,
+                )
+                self.stats["delivery_retried"] += 1
+            await self.app.in_thread(
+                self.app.store.release,
+                job,
+                self.holder,
+                error=error,
+                delay=delay,
+                delivery=delivery,
+            )
+
+    async def _give_back(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            await self.app.in_thread(
+                self.app.store.release,
+                job,
+                self.holder,
+                error=None,
+                delay=0,
+                delivery=Delivery.READY,
+            )
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with jitter: about base, 2·base, 4·base … up to the cap."""
+        ceiling = min(self.retry_cap, self.retry_base * 2.0 ** max(attempt - 1, 0))
+        return ceiling * (0.5 + random.random() / 2)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set; wakes on commits in this process, on PostgreSQL's
+        notifications from others, and otherwise polls every ``poll_interval``."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def ready() -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        self.app.store.ready_listeners.append(ready)
+        listener_stop = threading.Event()
+        listener = self._start_listener(ready, listener_stop)
+        try:
+            while not stop.is_set():
+                wake.clear()
+                try:
+                    handled = await self.run_once()
+                except Exception:
+                    log.exception("resumer pass failed; retrying")
+                    handled = 0
+                    await _wait_any(stop, None, self.poll_interval)
+                if handled or stop.is_set():
+                    continue
+                await _wait_any(stop, wake, self.poll_interval)
+        finally:
+            self.app.store.ready_listeners.remove(ready)
+            listener_stop.set()
+            if listener is not None:
+                await asyncio.to_thread(listener.join, 5)
+
+    def stop_soon(self) -> None:
+        """Finish the group in hand, give the rest back, and let :meth:`run` return."""
+        self._stopping = True
+
+    def _start_listener(
+        self, ready: Callable[[], None], stop: threading.Event
+    ) -> threading.Thread | None:
+        listen = getattr(self.app.store, "listen", None)
+        if listen is None:
+            return None
+
+        def loop() -> None:
+            listener = listen()
+            try:
+                while not stop.is_set():
+                    if listener.wait(0.5):
+                        ready()
+            finally:
+                listener.close()
+
+        thread = threading.Thread(target=loop, name="longcall-listen", daemon=True)
+        thread.start()
+        return thread
+
+
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event | None, seconds: float) -> None:
+    waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
+    if wake is not None:
+        waiters.append(asyncio.create_task(wake.wait()))
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

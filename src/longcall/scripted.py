@@ -1,0 +1,242 @@
+"""A scripted agent: deterministic, offline, with durable sessions in longcall's own store.
+
+It stands in for a model in the demo and in tests, and speaks the same events a framework
+would: a user asks, it calls the tool a rule names, answers the pending map, and answers each
+function response delivered later. Like google-adk it refuses a response to a call the session
+does not hold (before storing anything) and never mixes two invocations in one message.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
+from longcall.errors import UnknownCallError
+from longcall.jobs import CallIds
+
+if TYPE_CHECKING:
+    from longcall.app import App
+    from longcall.tools import LongRunningTool
+
+ArgsFrom = Mapping[str, Any] | Callable[["re.Match[str]"], Mapping[str, Any]]
+FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled", "completed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """When a user's text matches ``pattern`` (a case-insensitive regex): call tools, or reply."""
+
+    pattern: str
+    calls: Sequence[tuple[str, ArgsFrom]] = ()
+    reply: str | None = None
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return re.search(self.pattern, text, re.IGNORECASE)
+
+
+def default_reply(response: FunctionResponse) -> str:
+    """What the scripted model says about one function response."""
+    body = response.response
+    status = body.get("status")
+    name = response.name
+    if status == "pending":
+        return f"I've started {name}. {body.get('message', '')} I'll let you know when it's done."
+    if status == "error":
+        return f"I couldn't run {name}: {body.get('message', 'unknown error')}"
+    if status == "running":
+        return f"{name} is still running: {_describe(body.get('progress'))}."
+    if status == "succeeded":
+        return f"{name} has finished: {_describe(body.get('result'))}."
+    if status == "expired":
+        return (
+            f"Sorry, {name} did not finish in time ({body.get('message', 'expired')}). "
+            "Shall I start it again?"
+        )
+    if status == "cancelled":
+        return f"{name} was cancelled."
+    return f"{name} failed: {body.get('error') or body.get('message') or body}."
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
+
+
+def _content(event: AgentEvent) -> dict[str, Any]:
+    return {
+        "text": event.text,
+        "functionCalls": [
+            {"id": c.id, "name": c.name, "args": c.args} for c in event.function_calls
+        ],
+        "functionResponses": [
+            {"id": r.id, "name": r.name, "response": r.response} for r in event.function_responses
+        ],
+        "longRunningIds": sorted(event.long_running_ids),
+    }
+
+
+def event_from_content(author: str, invocation_id: str, content: Mapping[str, Any]) -> AgentEvent:
+    """Rebuild an event stored by the scripted agent."""
+    return AgentEvent(
+        author=author,
+        invocation_id=invocation_id,
+        text=content.get("text"),
+        function_calls=tuple(
+            FunctionCall(c["id"], c["name"], c["args"]) for c in content.get("functionCalls", ())
+        ),
+        function_responses=tuple(
+            FunctionResponse(r["id"], r["name"], r["response"])
+            for r in content.get("functionResponses", ())
+        ),
+        long_running_ids=frozenset(content.get("longRunningIds", ())),
+    )
+
+
+@dataclass
+class ScriptedAgent:
+    """An :class:`~longcall.agents.AgentRunner` that follows rules instead of a model.
+
+    ``record_join`` hands the tool the whole join (session, call and invocation id) at
+    creation, as google-adk's tool context does; without it the tool sees no ids and a
+    :class:`~longcall.agents.CallObserver` must attach them from the events.
+    ``think`` is awaited before each model reply: tests use it to make a turn slow.
+    """
+
+    app: App
+    rules: Sequence[Rule] = ()
+    app_name: str = "longcall-demo"
+    name: str = "assistant"
+    fallback: str = "I can help with the tasks I have tools for."
+    record_join: bool = True
+    replies: Callable[[FunctionResponse], str] = default_reply
+    think: Callable[[], Awaitable[None]] | None = None
+    tools: Mapping[str, LongRunningTool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.tools:
+            self.tools = self.app.tools
+
+    async def run(
+        self, *, user_id: str, session_id: str, message: Message
+    ) -> AsyncIterator[AgentEvent]:
+        store = self.app.store
+        await self.app.in_thread(
+            store.ensure_session, session_id, app_name=self.app_name, user_id=user_id
+        )
+        if message.text is not None:
+            async for event in self._answer_text(user_id, session_id, message.text):
+                yield event
+        else:
+            async for event in self._answer_responses(session_id, message.function_responses):
+                yield event
+
+    async def _store(self, session_id: str, event: AgentEvent, final_to: str | None = None) -> bool:
+        seqs = await self.app.in_thread(
+            self.app.store.append_session_events,
+            session_id,
+            [(event.invocation_id, event.author, _content(event), final_to)],
+        )
+        return seqs[0] is not None
+
+    async def _say(self, session_id: str, invocation_id: str, text: str) -> AgentEvent:
+        if self.think is not None:
+            await self.think()
+        event = AgentEvent(author=self.name, invocation_id=invocation_id, text=text)
+        await self._store(session_id, event)
+        return event
+
+    async def _answer_text(
+        self, user_id: str, session_id: str, text: str
+    ) -> AsyncIterator[AgentEvent]:
+        invocation_id = f"inv-{uuid.uuid4().hex[:12]}"
+        user_event = AgentEvent(author="user", invocation_id=invocation_id, text=text)
+        await self._store(session_id, user_event)
+        yield user_event
+        rule = next((r for r in self.rules if r.match(text)), None)
+        if rule is None or not rule.calls:
+            yield await self._say(
+                session_id, invocation_id, rule.reply if rule and rule.reply else self.fallback
+            )
+            return
+        match = rule.match(text)
+        assert match is not None
+        calls = tuple(
+            FunctionCall(
+                f"call-{uuid.uuid4().hex[:12]}", name, dict(args(match) if callable(args) else args)
+            )
+            for name, args in rule.calls
+        )
+        if self.think is not None:
+            await self.think()
+        call_event = AgentEvent(
+            author=self.name,
+            invocation_id=invocation_id,
+            function_calls=calls,
+            long_running_ids=frozenset(c.id for c in calls if c.name in self.tools),
+        )
+        await self._store(session_id, call_event)
+        yield call_event
+        responses = []
+        for call in calls:
+            tool = self.tools.get(call.name)
+            if tool is None:
+                body: dict[str, Any] = {"status": "error", "message": f"no tool named {call.name}"}
+            else:
+                ids = CallIds(self.app_name, user_id, session_id, call.id, invocation_id)
+                body = await tool.invoke_async(call.args, ids if self.record_join else None)
+            responses.append(FunctionResponse(call.id, call.name, body))
+        response_event = AgentEvent(
+            author=self.name, invocation_id=invocation_id, function_responses=tuple(responses)
+        )
+        await self._store(session_id, response_event)
+        yield response_event
+        reply = " ".join(self.replies(r) for r in responses)
+        yield await self._say(session_id, invocation_id, reply)
+
+    async def _invocation_of_calls(self, session_id: str) -> dict[str, str]:
+        events = await self.app.in_thread(self.app.store.session_events, session_id)
+        return {
+            call["id"]: e.invocation_id
+            for e in events
+            for call in e.content.get("functionCalls", ())
+        }
+
+    async def _answer_responses(
+        self, session_id: str, responses: Sequence[FunctionResponse]
+    ) -> AsyncIterator[AgentEvent]:
+        owners = await self._invocation_of_calls(session_id)
+        unknown = [r.id for r in responses if r.id not in owners]
+        if unknown:
+            raise UnknownCallError(f"session {session_id!r} has no function call {unknown[0]!r}")
+        invocations = {owners[r.id] for r in responses}
+        if len(invocations) > 1:
+            raise ValueError("function responses to calls of different invocations in one message")
+        invocation_id = invocations.pop()
+        fresh = []
+        for response in responses:
+            final_to = response.id if response.response.get("status") in FINAL_STATUSES else None
+            event = AgentEvent(
+                author="user", invocation_id=invocation_id, function_responses=(response,)
+            )
+            if await self._store(session_id, event, final_to):
+                fresh.append(response)
+                yield event
+        if fresh:
+            yield await self._say(
+                session_id, invocation_id, " ".join(self.replies(r) for r in fresh)
+            )
+
+    async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
+        return bool(
+            await self.app.in_thread(self.app.store.has_final_response, session_id, call_id)
+        )
+
+    async def history(self, session_id: str) -> list[AgentEvent]:
+        """Every event of a session, in order."""
+        events = await self.app.in_thread(self.app.store.session_events, session_id)
+        return [event_from_content(e.author, e.invocation_id, e.content) for e in events]

@@ -1,0 +1,752 @@
+"""The store: the job table's operations, each atomic, written once for every database.
+
+Subclasses only open connections and transactions (:meth:`Store._transact`) and say which SQL
+dialect they speak; the operations, the row mapping and the rules about what a repeated call
+does live here. Every operation is synchronous and thread-safe; :class:`~longcall.app.App`
+runs them on a thread pool for its ``*_async`` methods.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from longcall.clock import Clock
+from longcall.errors import AttachConflict, JobNotFound, SchemaError, StoreError
+from longcall.jobs import (
+    CallIds,
+    Delivery,
+    FinishOutcome,
+    Job,
+    JobEvent,
+    JobState,
+    plan_attach,
+)
+from longcall.store import queries as sql
+
+log = logging.getLogger("longcall.store")
+T = TypeVar("T")
+Row = Mapping[str, Any]
+
+NOTIFY_CHANNEL = "longcall"
+
+
+class Tx(Protocol):
+    """One open transaction: runs named queries of the store's dialect."""
+
+    def one(self, query: str, **params: Any) -> Row | None: ...
+
+    def all(self, query: str, **params: Any) -> list[Row]: ...
+
+    def run(self, query: str, **params: Any) -> int:
+        """Execute and return the number of rows changed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """What the tool knows when it starts a job."""
+
+    job_id: str
+    tool_name: str
+    args: Mapping[str, Any]
+    ids: CallIds
+    deadline: float | None  # seconds from now; None: no deadline
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """Work to hand to the outside world after the job row committed."""
+
+    job_id: str
+    kind: str  # "dispatch" or "cancel"
+    tool_name: str
+    args: dict[str, Any]
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One event of a scripted-agent session."""
+
+    session_id: str
+    seq: int
+    invocation_id: str
+    author: str
+    content: dict[str, Any]
+    created_at: float
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads(value: Any) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def job_from_row(row: Row) -> Job:
+    """The one place a job row becomes a :class:`Job`."""
+    return Job(
+        job_id=row["job_id"],
+        tool_name=row["tool_name"],
+        state=JobState(row["state"]),
+        args=_loads(row["args"]) or {},
+        result=_loads(row["result"]),
+        app_name=row["app_name"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        call_id=row["call_id"],
+        invocation_id=row["invocation_id"],
+        pending_message=row["pending_message"],
+        progress=_loads(row["progress"]),
+        progress_seq=row["progress_seq"],
+        notify_seq=row["notify_seq"],
+        notified_seq=row["notified_seq"],
+        deadline_at=row["deadline_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+        delivered_at=row["delivered_at"],
+        delivery=Delivery(row["delivery"]),
+        available_at=row["available_at"],
+        claim_holder=row["claim_holder"],
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+    )
+
+
+class Store(ABC):
+    """The job table and its companions, on one database."""
+
+    dialect: str
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._queries = sql.queries(self.dialect)
+        # Called (from any thread) after a commit made a job ready or freed a session, so an
+        # in-process resumer wakes at once instead of at its next poll.
+        self.ready_listeners: list[Callable[[], None]] = []
+
+    # -- what subclasses provide --------------------------------------------------------
+
+    @abstractmethod
+    def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        """Run ``work`` in one transaction, retrying it whole on transient errors.
+
+        ``work`` must be safe to run again: it is, for every operation here, because each
+        is a conditional update or an insert-if-absent.
+        """
+
+    @abstractmethod
+    def _schema_version(self) -> int | None:
+        """The applied schema version, or None on a database without longcall's tables."""
+
+    @abstractmethod
+    def _apply(self, script: str, version: int, name: str, *, from_version: int | None) -> bool:
+        """Run one migration (or the whole schema) and record ``version``, atomically.
+
+        Does nothing and returns False unless the schema is at ``from_version`` once the
+        migration lock is held (another process migrated first).
+        """
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def _now(self) -> float | None:
+        """The time to compare with, or None to let the database use its own clock."""
+        return self.clock.now() if self.clock.authoritative else None
+
+    def q(self, name: str) -> str:
+        return self._queries[name]
+
+    def _ready(self, tx: Tx) -> None:
+        tx.run("notify", channel=NOTIFY_CHANNEL, payload="ready")
+
+    def _after_ready(self) -> None:
+        for listener in list(self.ready_listeners):
+            listener()
+
+    # -- schema -------------------------------------------------------------------------
+
+    def migrate(self, *, stepwise: bool = False) -> list[int]:
+        """Bring the schema to the latest version; return the versions this call applied.
+
+        A new database gets ``schema.sql`` in one step (or, with ``stepwise``, every
+        migration in turn); an older one each missing migration. Safe to run from several
+        processes at once: each step checks the version under the database's write lock.
+        """
+        latest = sql.latest_version(self.dialect)
+        current = self._schema_version()
+        if current is not None and current > latest:
+            raise SchemaError(
+                f"the database has schema version {current}, newer than this longcall "
+                f"({latest}); upgrade longcall"
+            )
+        if current is None and not stepwise:
+            if self._apply(sql.schema(self.dialect), latest, "schema", from_version=None):
+                return [latest]
+            current = self._schema_version()
+        applied = []
+        for migration in sql.migrations(self.dialect)[current or 0 :]:
+            before = None if migration.version == 1 else migration.version - 1
+            if self._apply(migration.sql, migration.version, migration.name, from_version=before):
+                applied.append(migration.version)
+        return applied
+
+    def check_schema(self) -> None:
+        """Raise :class:`SchemaError` unless the schema is exactly the latest version."""
+        latest = sql.latest_version(self.dialect)
+        current = self._schema_version()
+        if current == latest:
+            return
+        if current is None:
+            raise SchemaError("the database has no longcall schema; run `longcall migrate`")
+        if current < latest:
+            raise SchemaError(
+                f"the database has schema version {current}, this longcall needs {latest}; "
+                "run `longcall migrate`"
+            )
+        raise SchemaError(
+            f"the database has schema version {current}, newer than this longcall ({latest})"
+        )
+
+    def schema_version(self) -> int | None:
+        return self._schema_version()
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    def create_job(self, new: NewJob, *, holder: str, dispatch_lease: float) -> tuple[Job, bool]:
+        """Insert the job unless its id exists; return it and whether this call created it.
+
+        A new job gets a ``dispatch`` outbox row held by ``holder`` for ``dispatch_lease``
+        seconds: the caller submits the work and then calls :meth:`finish_dispatch`; if it
+        crashes first, a worker's dispatcher submits it once the hold runs out.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> tuple[Job, bool]:
+            row = tx.one(
+                "insert_job",
+                job_id=new.job_id,
+                tool_name=new.tool_name,
+                args=dumps(dict(new.args)),
+                deadline=new.deadline,
+                now=now,
+                **new.ids.as_dict(),
+            )
+            if row is None:
+                existing = tx.one("get_job", job_id=new.job_id)
+                if existing is None:  # deleted between the two statements: try again
+                    raise StoreError(f"job {new.job_id!r} vanished while being created")
+                return job_from_row(existing), False
+            tx.run(
+                "insert_outbox",
+                job_id=new.job_id,
+                kind="dispatch",
+                delay=dispatch_lease,
+                holder=holder,
+                now=now,
+            )
+            return job_from_row(row), True
+
+        return self._transact(work)
+
+    def finish_dispatch(self, job_id: str, message: str | None) -> None:
+        """The work was submitted: drop the outbox row and keep the pending message."""
+        now = self._now()
+
+        def work(tx: Tx) -> None:
+            tx.run("delete_outbox", job_id=job_id, kind="dispatch")
+            if message is not None:
+                tx.run("set_pending_message", job_id=job_id, message=message, now=now)
+
+        self._transact(work)
+
+    def abandon_job(self, job_id: str) -> bool:
+        """Delete a job whose submission failed in the tool call itself, before anyone saw it.
+
+        Only a started job whose dispatch is still outstanding is deleted, so a job that
+        someone already completed or whose work did get submitted is never lost.
+        """
+
+        def work(tx: Tx) -> bool:
+            return tx.run("abandon_job", job_id=job_id) > 0
+
+        return self._transact(work)
+
+    def attach(self, job_id: str, ids: CallIds) -> Job:
+        """Fill the job's empty id columns; refuse (and record) a conflicting mapping.
+
+        Repeating an attach with the same ids changes nothing. A job that is already terminal
+        becomes ready for delivery the moment both session and call id are known.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> Job | AttachConflict:
+            row = tx.one("get_job_for_update", job_id=job_id)
+            if row is None:
+                raise JobNotFound(job_id)
+            job = job_from_row(row)
+            fill, conflicts = plan_attach(job, ids)
+            if conflicts:
+                self._event(
+                    tx, job_id, "attach_conflict", {k: list(v) for k, v in conflicts.items()}, now
+                )
+                return AttachConflict(job_id, conflicts)
+            if not fill:
+                return job
+            try:
+                updated = tx.one("attach_job", job_id=job_id, now=now, **CallIds(**fill).as_dict())
+            except Exception as exc:  # the unique (session, call) index: another job has it
+                if not self._is_unique_violation(exc):
+                    raise
+                raise AttachConflict(
+                    job_id, {"call_id": ("(another job)", fill.get("call_id", ""))}
+                ) from exc
+            assert updated is not None
+            attached = job_from_row(updated)
+            if attached.delivery is Delivery.READY and job.delivery is not Delivery.READY:
+                self._ready(tx)
+            return attached
+
+        result = self._transact(work)
+        if isinstance(result, AttachConflict):
+            raise result
+        if result.delivery is Delivery.READY:
+            self._after_ready()
+        return result
+
+    def progress(self, job_id: str, data: Any, *, notify: bool, throttle: float) -> Job | None:
+        """Append progress to the job's log; None when the job is already terminal.
+
+        With ``notify`` the model hears of it: the job becomes ready for a progress delivery,
+        no sooner than ``throttle`` seconds after the last one it heard.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> Job | None:
+            row = tx.one(
+                "record_progress",
+                job_id=job_id,
+                data=dumps(data),
+                notify=notify,
+                throttle=throttle,
+                now=now,
+            )
+            if row is None:
+                if tx.one("get_job", job_id=job_id) is None:
+                    raise JobNotFound(job_id)
+                return None
+            job = job_from_row(row)
+            tx.run(
+                "insert_event",
+                job_id=job_id,
+                seq=job.progress_seq,
+                kind="progress",
+                data=dumps({"data": data, "notifyModel": notify}),
+                now=now,
+            )
+            if job.delivery is Delivery.READY:
+                self._ready(tx)
+            return job
+
+        job = self._transact(work)
+        if job is not None and job.delivery is Delivery.READY:
+            self._after_ready()
+        return job
+
+    def finish(
+        self, job_id: str, state: JobState, result: Any, *, request_cancel: bool = False
+    ) -> FinishOutcome:
+        """The conditional terminal update: the first terminal result wins.
+
+        A later call changes nothing, is recorded in the job's log, and returns
+        ``changed=False`` with the job as it stands. ``request_cancel`` queues a ``cancel``
+        outbox item so the external work is asked to stop.
+        """
+        if not state.terminal:
+            raise ValueError(f"{state} is not a terminal state")
+        now = self._now()
+
+        def work(tx: Tx) -> FinishOutcome:
+            row = tx.one(
+                "finish_job", job_id=job_id, state=state.value, result=dumps(result), now=now
+            )
+            if row is None:
+                current = tx.one("get_job", job_id=job_id)
+                if current is None:
+                    raise JobNotFound(job_id)
+                job = job_from_row(current)
+                self._event(
+                    tx,
+                    job_id,
+                    "ignored",
+                    {
+                        "state": state.value,
+                        "result": result,
+                        "reason": f"already {job.state.value}",
+                    },
+                    now,
+                )
+                return FinishOutcome(changed=False, job=job)
+            job = job_from_row(row)
+            tx.run(
+                "insert_event",
+                job_id=job_id,
+                seq=row["event_seq"],
+                kind=state.value,
+                data=dumps(result),
+                now=now,
+            )
+            if request_cancel:
+                tx.run("insert_outbox", job_id=job_id, kind="cancel", delay=0, holder=None, now=now)
+            if job.delivery is Delivery.READY:
+                self._ready(tx)
+            return FinishOutcome(changed=True, job=job)
+
+        outcome = self._transact(work)
+        if outcome.changed and outcome.job.delivery is Delivery.READY:
+            self._after_ready()
+        return outcome
+
+    def overdue(self, limit: int) -> list[Job]:
+        """Started jobs past their deadline, oldest deadline first."""
+        now = self._now()
+        rows = self._transact(lambda tx: tx.all("overdue_jobs", now=now, limit=limit), write=False)
+        return [job_from_row(r) for r in rows]
+
+    def claim(self, holder: str, *, limit: int, lease: float) -> list[Job]:
+        """Atomically take up to ``limit`` ready jobs and the sessions they belong to.
+
+        A job is taken only together with its session's lease, so a resume never starts
+        while a user turn (or another resume) runs on that session. Both leases run out
+        after ``lease`` seconds unless renewed; a crashed holder's jobs go back to the queue.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> list[Job]:
+            candidates = [job_from_row(r) for r in tx.all("claim_candidates", now=now, limit=limit)]
+            sessions: dict[str, bool] = {}
+            claimed = []
+            for job in candidates:
+                assert job.session_id is not None
+                if job.session_id not in sessions:
+                    sessions[job.session_id] = (
+                        tx.one(
+                            "take_session_lease",
+                            session_id=job.session_id,
+                            holder=holder,
+                            kind="resume",
+                            ttl=lease,
+                            now=now,
+                        )
+                        is not None
+                    )
+                if not sessions[job.session_id]:
+                    continue
+                row = tx.one("claim_job", job_id=job.job_id, holder=holder, lease=lease, now=now)
+                if row is not None:
+                    claimed.append(job_from_row(row))
+            return claimed
+
+        return self._transact(work)
+
+    def renew(self, holder: str, jobs: Iterable[Job], *, lease: float) -> None:
+        """Extend the claims on ``jobs`` and their sessions' leases by ``lease`` seconds."""
+        now = self._now()
+        jobs = list(jobs)
+
+        def work(tx: Tx) -> None:
+            for session_id in {j.session_id for j in jobs if j.session_id}:
+                tx.one(
+                    "take_session_lease",
+                    session_id=session_id,
+                    holder=holder,
+                    kind="resume",
+                    ttl=lease,
+                    now=now,
+                )
+            for job in jobs:
+                tx.run("renew_job_claim", job_id=job.job_id, holder=holder, lease=lease, now=now)
+
+        self._transact(work)
+
+    def mark_delivered(self, job: Job, holder: str, *, throttle: float) -> bool:
+        """Record that the response built from ``job`` is in the session.
+
+        For a terminal job that ends delivery. For a progress delivery the job goes quiet
+        until newer progress (no sooner than ``throttle``) or its final result. False when
+        the claim was lost (its lease ran out and another holder took the job).
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> bool:
+            if job.terminal:
+                return tx.run("mark_final_delivered", job_id=job.job_id, holder=holder, now=now) > 0
+            changed = tx.run(
+                "mark_progress_delivered",
+                job_id=job.job_id,
+                holder=holder,
+                seq=job.notify_seq,
+                throttle=throttle,
+                now=now,
+            )
+            return changed > 0
+
+        return self._transact(work)
+
+    def release(
+        self, job: Job, holder: str, *, error: str | None, delay: float, delivery: Delivery
+    ) -> bool:
+        """Give a claimed job back: after a failed delivery, or unattempted (``error`` None).
+
+        ``delivery`` READY retries after ``delay`` seconds; FAILED or ORPHANED stop retrying
+        and leave the job visible with ``error``.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> bool:
+            changed = tx.run(
+                "release_job",
+                job_id=job.job_id,
+                holder=holder,
+                error=error,
+                delivery=delivery.value,
+                delay=delay,
+                now=now,
+            )
+            if changed and error is not None:
+                kind = (
+                    "delivery_error" if delivery is Delivery.READY else f"delivery_{delivery.value}"
+                )
+                self._event(tx, job.job_id, kind, {"error": error, "attempt": job.attempts}, now)
+            return changed > 0
+
+        return self._transact(work)
+
+    def get_job(self, job_id: str) -> Job:
+        row = self._transact(lambda tx: tx.one("get_job", job_id=job_id), write=False)
+        if row is None:
+            raise JobNotFound(job_id)
+        return job_from_row(row)
+
+    def list_jobs(
+        self,
+        *,
+        state: JobState | None = None,
+        tool_name: str | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        delivery: Delivery | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[Job]:
+        """Newest first; ``before`` is the (created_at, job_id) of the last job of a page."""
+        params = {
+            "state": state.value if state else None,
+            "tool_name": tool_name,
+            "session_id": session_id,
+            "user_id": user_id,
+            "delivery": delivery.value if delivery else None,
+            "before_created": before[0] if before else None,
+            "before_id": before[1] if before else None,
+            "limit": limit,
+        }
+        rows = self._transact(lambda tx: tx.all("list_jobs", **params), write=False)
+        return [job_from_row(r) for r in rows]
+
+    def job_events(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
+        rows = self._transact(
+            lambda tx: tx.all("job_events", job_id=job_id, after=after), write=False
+        )
+        return [
+            JobEvent(r["job_id"], r["seq"], r["kind"], _loads(r["data"]), r["created_at"])
+            for r in rows
+        ]
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Jobs by (state, delivery)."""
+        rows = self._transact(lambda tx: tx.all("count_jobs"), write=False)
+        return {(r["state"], r["delivery"]): r["n"] for r in rows}
+
+    def _event(self, tx: Tx, job_id: str, kind: str, data: Any, now: float | None) -> None:
+        seq = tx.one("bump_event_seq", job_id=job_id)
+        assert seq is not None
+        tx.run(
+            "insert_event",
+            job_id=job_id,
+            seq=seq["event_seq"],
+            kind=kind,
+            data=dumps(data),
+            now=now,
+        )
+
+    def record(self, job_id: str, kind: str, data: Any) -> None:
+        """Append an entry to a job's log (errors of hooks, dispatch, and the like)."""
+        now = self._now()
+        self._transact(lambda tx: self._event(tx, job_id, kind, data, now))
+
+    def _is_unique_violation(self, exc: BaseException) -> bool:
+        return False
+
+    # -- session leases -----------------------------------------------------------------
+
+    def take_session(self, session_id: str, holder: str, *, kind: str, ttl: float) -> bool:
+        """Take (or renew) the session's lease unless a live one is held by someone else."""
+        now = self._now()
+        row = self._transact(
+            lambda tx: tx.one(
+                "take_session_lease",
+                session_id=session_id,
+                holder=holder,
+                kind=kind,
+                ttl=ttl,
+                now=now,
+            )
+        )
+        return row is not None
+
+    def release_session(self, session_id: str, holder: str) -> None:
+        def work(tx: Tx) -> None:
+            if tx.run("release_session_lease", session_id=session_id, holder=holder):
+                self._ready(tx)
+
+        self._transact(work)
+        self._after_ready()
+
+    # -- outbox -------------------------------------------------------------------------
+
+    def claim_outbox(self, holder: str, *, limit: int, lease: float) -> list[OutboxItem]:
+        """Take outbox items whose time has come (a crashed caller's dispatch, cancels)."""
+        now = self._now()
+
+        def work(tx: Tx) -> list[OutboxItem]:
+            items = []
+            for r in tx.all("outbox_candidates", now=now, limit=limit):
+                got = tx.one(
+                    "claim_outbox",
+                    job_id=r["job_id"],
+                    kind=r["kind"],
+                    holder=holder,
+                    lease=lease,
+                    now=now,
+                )
+                if got is not None:
+                    items.append(
+                        OutboxItem(
+                            r["job_id"],
+                            r["kind"],
+                            r["tool_name"],
+                            _loads(r["args"]) or {},
+                            got["attempts"],
+                        )
+                    )
+            return items
+
+        return self._transact(work)
+
+    def finish_outbox(self, job_id: str, kind: str) -> None:
+        self._transact(lambda tx: tx.run("delete_outbox", job_id=job_id, kind=kind))
+
+    def retry_outbox(self, item: OutboxItem, holder: str, *, error: str, delay: float) -> None:
+        now = self._now()
+
+        def work(tx: Tx) -> None:
+            tx.run(
+                "retry_outbox",
+                job_id=item.job_id,
+                kind=item.kind,
+                holder=holder,
+                error=error,
+                delay=delay,
+                now=now,
+            )
+            self._event(
+                tx,
+                item.job_id,
+                f"{item.kind}_error",
+                {"error": error, "attempt": item.attempts},
+                now,
+            )
+
+        self._transact(work)
+
+    # -- scripted-agent sessions --------------------------------------------------------
+
+    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> None:
+        now = self._now()
+        self._transact(
+            lambda tx: tx.run(
+                "insert_session", session_id=session_id, app_name=app_name, user_id=user_id, now=now
+            )
+        )
+
+    def append_session_events(
+        self, session_id: str, events: Iterable[tuple[str, str, dict[str, Any], str | None]]
+    ) -> list[int | None]:
+        """Append (invocation_id, author, content, final_response_to) events in one commit.
+
+        An event that closes a call (``final_response_to`` set) is appended at most once per
+        session and call: a repeat is skipped and gets None instead of a sequence number.
+        """
+        now = self._now()
+        events = list(events)
+
+        def work(tx: Tx) -> list[int | None]:
+            seqs: list[int | None] = []
+            for invocation_id, author, content, final_to in events:
+                if final_to is not None and tx.one(
+                    "has_final_response", session_id=session_id, call_id=final_to
+                ):
+                    seqs.append(None)
+                    continue
+                seq = tx.one("bump_session_seq", session_id=session_id)
+                if seq is None:
+                    raise StoreError(f"no session {session_id!r}")
+                tx.run(
+                    "insert_session_event",
+                    session_id=session_id,
+                    seq=seq["event_seq"],
+                    invocation_id=invocation_id,
+                    author=author,
+                    content=dumps(content),
+                    response_to=final_to,
+                    final=final_to is not None,
+                    now=now,
+                )
+                seqs.append(seq["event_seq"])
+            return seqs
+
+        return self._transact(work)
+
+    def session_events(self, session_id: str, *, after: int = 0) -> list[SessionEvent]:
+        rows = self._transact(
+            lambda tx: tx.all("session_events", session_id=session_id, after=after), write=False
+        )
+        return [
+            SessionEvent(
+                r["session_id"],
+                r["seq"],
+                r["invocation_id"],
+                r["author"],
+                _loads(r["content"]),
+                r["created_at"],
+            )
+            for r in rows
+        ]
+
+    def session_exists(self, session_id: str) -> bool:
+        row = self._transact(lambda tx: tx.one("get_session", session_id=session_id), write=False)
+        return row is not None
+
+    def has_final_response(self, session_id: str, call_id: str) -> bool:
+        row = self._transact(
+            lambda tx: tx.one("has_final_response", session_id=session_id, call_id=call_id),
+            write=False,
+        )
+        return row is not None

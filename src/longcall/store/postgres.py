@@ -1,0 +1,213 @@
+"""PostgreSQL backend: several processes and hosts sharing one job table.
+
+Claims use ``FOR UPDATE SKIP LOCKED`` so concurrent resumers never wait on each other's rows;
+commits that make work ready send ``NOTIFY longcall`` so idle workers wake at once (with
+polling as the fallback); leases and deadlines are compared on the database's clock.
+Connection errors (a restarted server, a dropped connection) are retried with backoff: every
+operation is safe to run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from longcall.clock import Clock
+from longcall.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
+from longcall.store.base import NOTIFY_CHANNEL, Row, Store, Tx
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.rows import dict_row
+    from psycopg.types.string import TextLoader
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "PostgreSQL support needs the 'postgres' extra: pip install 'longcall[postgres]'"
+    ) from exc
+
+log = logging.getLogger("longcall.store")
+T = TypeVar("T")
+_MIGRATION_LOCK = 0x6C6F6E67  # "long": an advisory lock only longcall's migrations take
+
+
+class _Tx:
+    __slots__ = ("_cur", "_queries")
+
+    def __init__(self, cur: psycopg.Cursor[dict[str, Any]], queries: dict[str, str]) -> None:
+        self._cur = cur
+        self._queries = queries
+
+    def one(self, query: str, **params: Any) -> Row | None:
+        self._cur.execute(self._queries[query], params)
+        return self._cur.fetchone() if self._cur.description else None
+
+    def all(self, query: str, **params: Any) -> list[Row]:
+        self._cur.execute(self._queries[query], params)
+        return list(self._cur.fetchall())
+
+    def run(self, query: str, **params: Any) -> int:
+        self._cur.execute(self._queries[query], params)
+        return self._cur.rowcount
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    # jsonb comes back as its text, so rows map the same way as SQLite's.
+    conn.adapters.register_loader("jsonb", TextLoader)
+    conn.adapters.register_loader("json", TextLoader)
+
+
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Separate longcall's own settings (``pool_size``) from the libpq connection URL."""
+    parts = urlsplit(url)
+    ours, theirs = {}, []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in ("pool_size",):
+            ours[key] = value
+        else:
+            theirs.append((key, value))
+    scheme = "postgresql" if parts.scheme in ("postgres", "postgresql") else parts.scheme
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(theirs), "")), ours
+
+
+class PostgresStore(Store):
+    """The store on PostgreSQL through a psycopg connection pool."""
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        clock: Clock,
+        *,
+        pool_size: int | None = None,
+        retry_for: float = 60.0,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(clock)
+        self.conninfo, settings = split_url(url)
+        try:
+            size = pool_size or int(settings.get("pool_size", "8"))
+        except ValueError as exc:
+            raise ConfigError(
+                f"pool_size must be a whole number: {settings['pool_size']!r}"
+            ) from exc
+        if size < 1:
+            raise ConfigError("pool_size must be at least 1")
+        self._retry_for = retry_for
+        self.pool = ConnectionPool(
+            self.conninfo,
+            min_size=1,
+            max_size=size,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, int(connect_timeout)),
+            },
+            configure=_configure,
+            timeout=connect_timeout,
+            open=True,
+            name="longcall",
+        )
+
+    def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        give_up_at = time.monotonic() + self._retry_for
+        delay = 0.01
+        while True:
+            try:
+                with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    return work(_Tx(cur, self._queries))
+            except (
+                psycopg.OperationalError,
+                PoolTimeout,
+                pg_errors.SerializationFailure,
+                pg_errors.DeadlockDetected,
+            ) as exc:
+                if time.monotonic() > give_up_at:
+                    raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
+                log.warning("PostgreSQL error, retrying in %.2fs: %s", delay, exc)
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+            except psycopg.Error as exc:
+                raise StoreError(f"PostgreSQL error: {exc}") from exc
+
+    def _is_unique_violation(self, exc: BaseException) -> bool:
+        return isinstance(exc, pg_errors.UniqueViolation)
+
+    def _schema_version(self) -> int | None:
+        try:
+            with self.pool.connection() as conn, conn.cursor() as cur:
+                return _version(cur)
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
+
+    def _apply(self, script: str, version: int, name: str, *, from_version: int | None) -> bool:
+        try:
+            with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                if _version(cur) != from_version:
+                    return False
+                cur.execute(script.encode())
+                cur.execute(
+                    "CREATE TABLE IF NOT EXISTS lc_migrations (version INTEGER PRIMARY KEY, "
+                    "name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                )
+                cur.execute(
+                    "INSERT INTO lc_migrations (version, name) VALUES (%s, %s)", (version, name)
+                )
+                return True
+        except psycopg.Error as exc:
+            raise SchemaError(f"migration {version} ({name}) failed: {exc}") from exc
+
+    def listen(self) -> Listener:
+        """A dedicated connection that waits for ``NOTIFY longcall``."""
+        return Listener(self.conninfo)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _version(cur: psycopg.Cursor[dict[str, Any]]) -> int | None:
+    cur.execute("SELECT to_regclass('lc_migrations') IS NOT NULL AS present")
+    row = cur.fetchone()
+    if not row or not row["present"]:
+        return None
+    cur.execute("SELECT MAX(version) AS v FROM lc_migrations")
+    row = cur.fetchone()
+    return None if row is None or row["v"] is None else int(row["v"])
+
+
+class Listener:
+    """Blocks until a notification arrives or a timeout passes; reconnects on its own."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def wait(self, timeout: float) -> bool:
+        """True when at least one notification arrived within ``timeout`` seconds."""
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
+                self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            got = False
+            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                got = True
+            return got
+        except psycopg.Error as exc:
+            log.debug("listener lost its connection: %s", exc)
+            self.close()
+            time.sleep(min(timeout, 1.0))
+            return False
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None

@@ -1,0 +1,75 @@
+"""Loads the SQL that lives beside this module: named queries, the schema and migrations.
+
+``sql/<dialect>/queries.sql`` holds blocks headed ``-- name: <query>``; both dialects define
+the same names. ``schema.sql`` creates a new install at the latest version; ``NNNN_*.sql``
+are the numbered migrations, applied in order, that reach the same schema from any older one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+DIALECTS = ("sqlite", "postgres")
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def _read(dialect: str, filename: str) -> str:
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown SQL dialect {dialect!r}")
+    return (resources.files("longcall.store") / "sql" / dialect / filename).read_text("utf-8")
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a queries file into ``{name: sql}``; a name given twice is an error."""
+    parts = _NAME.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
+        sql = "\n".join(lines).strip().rstrip(";")
+        if not sql:
+            raise ValueError(f"query {name!r} is empty")
+        queries[name] = sql
+    return queries
+
+
+@cache
+def queries(dialect: str) -> dict[str, str]:
+    """The named queries of one dialect."""
+    return parse_queries(_read(dialect, "queries.sql"))
+
+
+@cache
+def schema(dialect: str) -> str:
+    """The schema for a new install, at :func:`latest_version`."""
+    return _read(dialect, "schema.sql")
+
+
+@cache
+def migrations(dialect: str) -> tuple[Migration, ...]:
+    """Every migration of one dialect, in version order, numbered 1, 2, 3 … with no gap."""
+    found: list[Migration] = []
+    for entry in (resources.files("longcall.store") / "sql" / dialect).iterdir():
+        match = _MIGRATION.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text("utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise ValueError(f"{dialect} migrations are not numbered 1..n without gaps")
+    return tuple(found)
+
+
+def latest_version(dialect: str) -> int:
+    return len(migrations(dialect))

@@ -1,0 +1,103 @@
+-- longcall schema 1 (PostgreSQL): the job table, its event log, the outbox, session leases,
+-- and the sessions of the built-in scripted agent. Times are seconds since the epoch.
+
+-- The time every query compares with: the caller's (a test clock) when given, otherwise the
+-- database's own, so hosts with skewed clocks agree on leases and deadlines. STABLE so that
+-- comparisons with it can use indexes.
+CREATE FUNCTION lc_now(given DOUBLE PRECISION) RETURNS DOUBLE PRECISION
+    LANGUAGE sql STABLE
+    AS $$ SELECT COALESCE(given, extract(epoch FROM statement_timestamp())::double precision) $$;
+
+CREATE TABLE lc_jobs (
+    job_id          TEXT PRIMARY KEY,
+    tool_name       TEXT NOT NULL,
+    args            JSONB NOT NULL DEFAULT '{}',
+    app_name        TEXT,
+    user_id         TEXT,
+    session_id      TEXT,
+    call_id         TEXT,
+    invocation_id   TEXT,
+    state           TEXT NOT NULL DEFAULT 'started'
+                    CHECK (state IN ('started', 'succeeded', 'failed', 'expired', 'cancelled')),
+    result          JSONB,
+    pending_message TEXT,
+    progress        JSONB,
+    progress_seq    BIGINT NOT NULL DEFAULT 0,
+    notify_seq      BIGINT NOT NULL DEFAULT 0,
+    notified_seq    BIGINT NOT NULL DEFAULT 0,
+    notified_at     DOUBLE PRECISION,
+    event_seq       BIGINT NOT NULL DEFAULT 0,
+    deadline_at     DOUBLE PRECISION,
+    created_at      DOUBLE PRECISION NOT NULL,
+    updated_at      DOUBLE PRECISION NOT NULL,
+    finished_at     DOUBLE PRECISION,
+    delivered_at    DOUBLE PRECISION,
+    delivery        TEXT NOT NULL DEFAULT 'none'
+                    CHECK (delivery IN ('none', 'ready', 'delivered', 'failed', 'orphaned')),
+    available_at    DOUBLE PRECISION,
+    claim_holder    TEXT,
+    attempts        INTEGER NOT NULL DEFAULT 0,
+    last_error      TEXT
+);
+
+-- Claims read only ready rows: the cost stays flat however many jobs are open.
+CREATE INDEX lc_jobs_ready ON lc_jobs (available_at) WHERE delivery = 'ready';
+-- The sweeper reads only open rows, oldest deadline first.
+CREATE INDEX lc_jobs_deadline ON lc_jobs (deadline_at) WHERE state = 'started';
+-- One job per function call.
+CREATE UNIQUE INDEX lc_jobs_call ON lc_jobs (session_id, call_id) WHERE call_id IS NOT NULL;
+CREATE INDEX lc_jobs_created ON lc_jobs (created_at, job_id);
+CREATE INDEX lc_jobs_state_created ON lc_jobs (state, created_at, job_id);
+
+CREATE TABLE lc_job_events (
+    job_id      TEXT NOT NULL REFERENCES lc_jobs (job_id) ON DELETE CASCADE,
+    seq         BIGINT NOT NULL,
+    kind        TEXT NOT NULL,
+    data        JSONB NOT NULL,
+    created_at  DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (job_id, seq)
+);
+
+-- Work to hand to the outside after a commit: submit a job, ask for its cancellation.
+CREATE TABLE lc_outbox (
+    job_id       TEXT NOT NULL REFERENCES lc_jobs (job_id) ON DELETE CASCADE,
+    kind         TEXT NOT NULL CHECK (kind IN ('dispatch', 'cancel')),
+    available_at DOUBLE PRECISION NOT NULL,
+    holder       TEXT,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    last_error   TEXT,
+    created_at   DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (job_id, kind)
+);
+CREATE INDEX lc_outbox_available ON lc_outbox (available_at);
+
+-- Whoever runs the agent on a session holds its lease: user turns and resumes alike.
+CREATE TABLE lc_session_leases (
+    session_id  TEXT PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    kind        TEXT NOT NULL,
+    expires_at  DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE lc_sessions (
+    session_id  TEXT PRIMARY KEY,
+    app_name    TEXT NOT NULL,
+    user_id     TEXT NOT NULL,
+    event_seq   BIGINT NOT NULL DEFAULT 0,
+    created_at  DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE lc_session_events (
+    session_id     TEXT NOT NULL REFERENCES lc_sessions (session_id) ON DELETE CASCADE,
+    seq            BIGINT NOT NULL,
+    invocation_id  TEXT NOT NULL,
+    author         TEXT NOT NULL,
+    content        JSONB NOT NULL,
+    response_to    TEXT,
+    final          BOOLEAN NOT NULL DEFAULT false,
+    created_at     DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+-- A call's closing response is appended once, whatever retries the resumer makes.
+CREATE UNIQUE INDEX lc_session_final_response
+    ON lc_session_events (session_id, response_to) WHERE final;

@@ -1,0 +1,216 @@
+-- Named queries for PostgreSQL. Every name here exists in sqlite/queries.sql too.
+-- Parameters are %(named)s. lc_now(%(now)s) is the database's clock unless a test clock
+-- passes a time: leases and deadlines are compared on one clock for every host.
+
+-- name: insert_job
+INSERT INTO lc_jobs (job_id, tool_name, args, app_name, user_id, session_id, call_id,
+                     invocation_id, deadline_at, created_at, updated_at)
+VALUES (%(job_id)s, %(tool_name)s, %(args)s::jsonb, %(app_name)s, %(user_id)s, %(session_id)s, %(call_id)s,
+        %(invocation_id)s, lc_now(%(now)s) + %(deadline)s, lc_now(%(now)s), lc_now(%(now)s))
+ON CONFLICT (job_id) DO NOTHING
+RETURNING *;
+
+-- name: get_job
+SELECT * FROM lc_jobs WHERE job_id = %(job_id)s;
+
+-- name: get_job_for_update
+SELECT * FROM lc_jobs WHERE job_id = %(job_id)s FOR UPDATE;
+
+-- name: abandon_job
+DELETE FROM lc_jobs WHERE job_id = %(job_id)s AND state = 'started'
+  AND EXISTS (SELECT 1 FROM lc_outbox o WHERE o.job_id = lc_jobs.job_id AND o.kind = 'dispatch');
+
+-- name: set_pending_message
+UPDATE lc_jobs SET pending_message = %(message)s, updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND pending_message IS NULL;
+
+-- name: attach_job
+UPDATE lc_jobs SET
+    app_name = COALESCE(app_name, %(app_name)s),
+    user_id = COALESCE(user_id, %(user_id)s),
+    session_id = COALESCE(session_id, %(session_id)s),
+    call_id = COALESCE(call_id, %(call_id)s),
+    invocation_id = COALESCE(invocation_id, %(invocation_id)s),
+    delivery = CASE
+        WHEN delivery = 'none' AND COALESCE(session_id, %(session_id)s) IS NOT NULL
+             AND COALESCE(call_id, %(call_id)s) IS NOT NULL
+             AND (state <> 'started' OR notify_seq > notified_seq) THEN 'ready'
+        ELSE delivery END,
+    available_at = CASE
+        WHEN delivery = 'none' AND COALESCE(session_id, %(session_id)s) IS NOT NULL
+             AND COALESCE(call_id, %(call_id)s) IS NOT NULL
+             AND (state <> 'started' OR notify_seq > notified_seq) THEN lc_now(%(now)s)
+        ELSE available_at END,
+    updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s
+RETURNING *;
+
+-- name: finish_job
+-- The conditional terminal update: only a started job changes, so the first result wins.
+UPDATE lc_jobs SET
+    state = %(state)s,
+    result = %(result)s::jsonb,
+    finished_at = lc_now(%(now)s),
+    updated_at = lc_now(%(now)s),
+    event_seq = event_seq + 1,
+    delivery = CASE
+        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN 'ready'
+        ELSE delivery END,
+    available_at = CASE
+        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN lc_now(%(now)s)
+        WHEN delivery = 'ready' AND claim_holder IS NULL THEN LEAST(available_at, lc_now(%(now)s))
+        ELSE available_at END
+WHERE job_id = %(job_id)s AND state = 'started'
+RETURNING *;
+
+-- name: record_progress
+UPDATE lc_jobs SET
+    progress = %(data)s::jsonb,
+    event_seq = event_seq + 1,
+    progress_seq = event_seq + 1,
+    notify_seq = CASE WHEN %(notify)s::boolean THEN event_seq + 1 ELSE notify_seq END,
+    delivery = CASE
+        WHEN %(notify)s::boolean AND delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN 'ready' ELSE delivery END,
+    available_at = CASE
+        WHEN %(notify)s::boolean AND delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN GREATEST(lc_now(%(now)s), COALESCE(notified_at + %(throttle)s, lc_now(%(now)s))) ELSE available_at END,
+    updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND state = 'started'
+RETURNING *;
+
+-- name: bump_event_seq
+UPDATE lc_jobs SET event_seq = event_seq + 1 WHERE job_id = %(job_id)s RETURNING event_seq;
+
+-- name: insert_event
+INSERT INTO lc_job_events (job_id, seq, kind, data, created_at)
+VALUES (%(job_id)s, %(seq)s, %(kind)s, %(data)s::jsonb, lc_now(%(now)s));
+
+-- name: job_events
+SELECT * FROM lc_job_events WHERE job_id = %(job_id)s AND seq > %(after)s ORDER BY seq;
+
+-- name: claim_candidates
+-- Ready jobs whose session nobody is running right now, oldest first.
+SELECT j.* FROM lc_jobs j
+WHERE j.delivery = 'ready' AND j.available_at <= lc_now(%(now)s)
+  AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
+                  WHERE l.session_id = j.session_id AND l.expires_at > lc_now(%(now)s))
+ORDER BY j.available_at, j.job_id
+LIMIT %(limit)s
+FOR UPDATE OF j SKIP LOCKED;
+
+-- name: claim_job
+UPDATE lc_jobs SET claim_holder = %(holder)s, available_at = lc_now(%(now)s) + %(lease)s,
+                   attempts = attempts + 1, updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND delivery = 'ready'
+RETURNING *;
+
+-- name: renew_job_claim
+UPDATE lc_jobs SET available_at = lc_now(%(now)s) + %(lease)s
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
+
+-- name: mark_final_delivered
+UPDATE lc_jobs SET delivery = 'delivered', delivered_at = lc_now(%(now)s), claim_holder = NULL,
+                   available_at = NULL, attempts = 0, last_error = NULL, updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready' AND state <> 'started';
+
+-- name: mark_progress_delivered
+UPDATE lc_jobs SET
+    notified_seq = %(seq)s,
+    notified_at = lc_now(%(now)s),
+    claim_holder = NULL,
+    attempts = 0,
+    delivery = CASE WHEN state <> 'started' OR notify_seq > %(seq)s THEN 'ready' ELSE 'none' END,
+    available_at = CASE WHEN state <> 'started' THEN lc_now(%(now)s)
+                        WHEN notify_seq > %(seq)s THEN lc_now(%(now)s) + %(throttle)s
+                        ELSE NULL END,
+    updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
+
+-- name: release_job
+-- A delivery that did not happen: retry later, or give up visibly (failed / orphaned).
+UPDATE lc_jobs SET claim_holder = NULL, last_error = %(error)s, delivery = %(delivery)s,
+                   available_at = lc_now(%(now)s) + %(delay)s, updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
+
+-- name: overdue_jobs
+SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= lc_now(%(now)s)
+ORDER BY deadline_at LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: list_jobs
+SELECT * FROM lc_jobs
+WHERE (%(state)s::text IS NULL OR state = %(state)s)
+  AND (%(tool_name)s::text IS NULL OR tool_name = %(tool_name)s)
+  AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+  AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
+  AND (%(delivery)s::text IS NULL OR delivery = %(delivery)s)
+  AND (%(before_created)s::float8 IS NULL OR created_at < %(before_created)s
+       OR (created_at = %(before_created)s AND job_id < %(before_id)s))
+ORDER BY created_at DESC, job_id DESC
+LIMIT %(limit)s;
+
+-- name: count_jobs
+SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
+
+-- name: take_session_lease
+INSERT INTO lc_session_leases (session_id, holder, kind, expires_at)
+VALUES (%(session_id)s, %(holder)s, %(kind)s, lc_now(%(now)s) + %(ttl)s)
+ON CONFLICT (session_id) DO UPDATE SET
+    holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at
+WHERE lc_session_leases.expires_at <= lc_now(%(now)s) OR lc_session_leases.holder = excluded.holder
+RETURNING holder;
+
+-- name: release_session_lease
+DELETE FROM lc_session_leases WHERE session_id = %(session_id)s AND holder = %(holder)s;
+
+-- name: insert_outbox
+INSERT INTO lc_outbox (job_id, kind, available_at, holder, created_at)
+VALUES (%(job_id)s, %(kind)s, lc_now(%(now)s) + %(delay)s, %(holder)s, lc_now(%(now)s))
+ON CONFLICT (job_id, kind) DO NOTHING;
+
+-- name: delete_outbox
+DELETE FROM lc_outbox WHERE job_id = %(job_id)s AND kind = %(kind)s;
+
+-- name: outbox_candidates
+SELECT o.*, j.tool_name, j.args FROM lc_outbox o JOIN lc_jobs j ON j.job_id = o.job_id
+WHERE o.available_at <= lc_now(%(now)s)
+ORDER BY o.available_at
+LIMIT %(limit)s
+FOR UPDATE OF o SKIP LOCKED;
+
+-- name: claim_outbox
+UPDATE lc_outbox SET holder = %(holder)s, available_at = lc_now(%(now)s) + %(lease)s, attempts = attempts + 1
+WHERE job_id = %(job_id)s AND kind = %(kind)s
+RETURNING attempts;
+
+-- name: retry_outbox
+UPDATE lc_outbox SET holder = NULL, available_at = lc_now(%(now)s) + %(delay)s, last_error = %(error)s
+WHERE job_id = %(job_id)s AND kind = %(kind)s AND holder = %(holder)s;
+
+-- name: insert_session
+INSERT INTO lc_sessions (session_id, app_name, user_id, created_at)
+VALUES (%(session_id)s, %(app_name)s, %(user_id)s, lc_now(%(now)s))
+ON CONFLICT (session_id) DO NOTHING;
+
+-- name: get_session
+SELECT * FROM lc_sessions WHERE session_id = %(session_id)s;
+
+-- name: bump_session_seq
+UPDATE lc_sessions SET event_seq = event_seq + 1 WHERE session_id = %(session_id)s
+RETURNING event_seq;
+
+-- name: insert_session_event
+INSERT INTO lc_session_events (session_id, seq, invocation_id, author, content, response_to,
+                               final, created_at)
+VALUES (%(session_id)s, %(seq)s, %(invocation_id)s, %(author)s, %(content)s::jsonb, %(response_to)s, %(final)s::boolean, lc_now(%(now)s));
+
+-- name: session_events
+SELECT * FROM lc_session_events WHERE session_id = %(session_id)s AND seq > %(after)s ORDER BY seq;
+
+-- name: has_final_response
+SELECT 1 FROM lc_session_events WHERE session_id = %(session_id)s AND response_to = %(call_id)s
+  AND final;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(payload)s);

@@ -1,0 +1,213 @@
+-- Named queries for SQLite. Every name here exists in postgres/queries.sql too.
+-- Parameters are :named; :now is always given (one host, one clock).
+
+-- name: insert_job
+INSERT INTO lc_jobs (job_id, tool_name, args, app_name, user_id, session_id, call_id,
+                     invocation_id, deadline_at, created_at, updated_at)
+VALUES (:job_id, :tool_name, :args, :app_name, :user_id, :session_id, :call_id,
+        :invocation_id, :now + :deadline, :now, :now)
+ON CONFLICT (job_id) DO NOTHING
+RETURNING *;
+
+-- name: get_job
+SELECT * FROM lc_jobs WHERE job_id = :job_id;
+
+-- name: get_job_for_update
+SELECT * FROM lc_jobs WHERE job_id = :job_id;
+
+-- name: abandon_job
+DELETE FROM lc_jobs WHERE job_id = :job_id AND state = 'started'
+  AND EXISTS (SELECT 1 FROM lc_outbox o WHERE o.job_id = lc_jobs.job_id AND o.kind = 'dispatch');
+
+-- name: set_pending_message
+UPDATE lc_jobs SET pending_message = :message, updated_at = :now
+WHERE job_id = :job_id AND pending_message IS NULL;
+
+-- name: attach_job
+UPDATE lc_jobs SET
+    app_name = COALESCE(app_name, :app_name),
+    user_id = COALESCE(user_id, :user_id),
+    session_id = COALESCE(session_id, :session_id),
+    call_id = COALESCE(call_id, :call_id),
+    invocation_id = COALESCE(invocation_id, :invocation_id),
+    delivery = CASE
+        WHEN delivery = 'none' AND COALESCE(session_id, :session_id) IS NOT NULL
+             AND COALESCE(call_id, :call_id) IS NOT NULL
+             AND (state <> 'started' OR notify_seq > notified_seq) THEN 'ready'
+        ELSE delivery END,
+    available_at = CASE
+        WHEN delivery = 'none' AND COALESCE(session_id, :session_id) IS NOT NULL
+             AND COALESCE(call_id, :call_id) IS NOT NULL
+             AND (state <> 'started' OR notify_seq > notified_seq) THEN :now
+        ELSE available_at END,
+    updated_at = :now
+WHERE job_id = :job_id
+RETURNING *;
+
+-- name: finish_job
+-- The conditional terminal update: only a started job changes, so the first result wins.
+UPDATE lc_jobs SET
+    state = :state,
+    result = :result,
+    finished_at = :now,
+    updated_at = :now,
+    event_seq = event_seq + 1,
+    delivery = CASE
+        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN 'ready'
+        ELSE delivery END,
+    available_at = CASE
+        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN :now
+        WHEN delivery = 'ready' AND claim_holder IS NULL THEN MIN(available_at, :now)
+        ELSE available_at END
+WHERE job_id = :job_id AND state = 'started'
+RETURNING *;
+
+-- name: record_progress
+UPDATE lc_jobs SET
+    progress = :data,
+    event_seq = event_seq + 1,
+    progress_seq = event_seq + 1,
+    notify_seq = CASE WHEN :notify THEN event_seq + 1 ELSE notify_seq END,
+    delivery = CASE
+        WHEN :notify AND delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN 'ready' ELSE delivery END,
+    available_at = CASE
+        WHEN :notify AND delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN MAX(:now, COALESCE(notified_at + :throttle, :now)) ELSE available_at END,
+    updated_at = :now
+WHERE job_id = :job_id AND state = 'started'
+RETURNING *;
+
+-- name: bump_event_seq
+UPDATE lc_jobs SET event_seq = event_seq + 1 WHERE job_id = :job_id RETURNING event_seq;
+
+-- name: insert_event
+INSERT INTO lc_job_events (job_id, seq, kind, data, created_at)
+VALUES (:job_id, :seq, :kind, :data, :now);
+
+-- name: job_events
+SELECT * FROM lc_job_events WHERE job_id = :job_id AND seq > :after ORDER BY seq;
+
+-- name: claim_candidates
+-- Ready jobs whose session nobody is running right now, oldest first.
+SELECT j.* FROM lc_jobs j
+WHERE j.delivery = 'ready' AND j.available_at <= :now
+  AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
+                  WHERE l.session_id = j.session_id AND l.expires_at > :now)
+ORDER BY j.available_at, j.job_id
+LIMIT :limit;
+
+-- name: claim_job
+UPDATE lc_jobs SET claim_holder = :holder, available_at = :now + :lease,
+                   attempts = attempts + 1, updated_at = :now
+WHERE job_id = :job_id AND delivery = 'ready'
+RETURNING *;
+
+-- name: renew_job_claim
+UPDATE lc_jobs SET available_at = :now + :lease
+WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready';
+
+-- name: mark_final_delivered
+UPDATE lc_jobs SET delivery = 'delivered', delivered_at = :now, claim_holder = NULL,
+                   available_at = NULL, attempts = 0, last_error = NULL, updated_at = :now
+WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready' AND state <> 'started';
+
+-- name: mark_progress_delivered
+UPDATE lc_jobs SET
+    notified_seq = :seq,
+    notified_at = :now,
+    claim_holder = NULL,
+    attempts = 0,
+    delivery = CASE WHEN state <> 'started' OR notify_seq > :seq THEN 'ready' ELSE 'none' END,
+    available_at = CASE WHEN state <> 'started' THEN :now
+                        WHEN notify_seq > :seq THEN :now + :throttle
+                        ELSE NULL END,
+    updated_at = :now
+WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready';
+
+-- name: release_job
+-- A delivery that did not happen: retry later, or give up visibly (failed / orphaned).
+UPDATE lc_jobs SET claim_holder = NULL, last_error = :error, delivery = :delivery,
+                   available_at = :now + :delay, updated_at = :now
+WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready';
+
+-- name: overdue_jobs
+SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= :now
+ORDER BY deadline_at LIMIT :limit;
+
+-- name: list_jobs
+SELECT * FROM lc_jobs
+WHERE (:state IS NULL OR state = :state)
+  AND (:tool_name IS NULL OR tool_name = :tool_name)
+  AND (:session_id IS NULL OR session_id = :session_id)
+  AND (:user_id IS NULL OR user_id = :user_id)
+  AND (:delivery IS NULL OR delivery = :delivery)
+  AND (:before_created IS NULL OR created_at < :before_created
+       OR (created_at = :before_created AND job_id < :before_id))
+ORDER BY created_at DESC, job_id DESC
+LIMIT :limit;
+
+-- name: count_jobs
+SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
+
+-- name: take_session_lease
+INSERT INTO lc_session_leases (session_id, holder, kind, expires_at)
+VALUES (:session_id, :holder, :kind, :now + :ttl)
+ON CONFLICT (session_id) DO UPDATE SET
+    holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at
+WHERE lc_session_leases.expires_at <= :now OR lc_session_leases.holder = excluded.holder
+RETURNING holder;
+
+-- name: release_session_lease
+DELETE FROM lc_session_leases WHERE session_id = :session_id AND holder = :holder;
+
+-- name: insert_outbox
+INSERT INTO lc_outbox (job_id, kind, available_at, holder, created_at)
+VALUES (:job_id, :kind, :now + :delay, :holder, :now)
+ON CONFLICT (job_id, kind) DO NOTHING;
+
+-- name: delete_outbox
+DELETE FROM lc_outbox WHERE job_id = :job_id AND kind = :kind;
+
+-- name: outbox_candidates
+SELECT o.*, j.tool_name, j.args FROM lc_outbox o JOIN lc_jobs j ON j.job_id = o.job_id
+WHERE o.available_at <= :now
+ORDER BY o.available_at
+LIMIT :limit;
+
+-- name: claim_outbox
+UPDATE lc_outbox SET holder = :holder, available_at = :now + :lease, attempts = attempts + 1
+WHERE job_id = :job_id AND kind = :kind
+RETURNING attempts;
+
+-- name: retry_outbox
+UPDATE lc_outbox SET holder = NULL, available_at = :now + :delay, last_error = :error
+WHERE job_id = :job_id AND kind = :kind AND holder = :holder;
+
+-- name: insert_session
+INSERT INTO lc_sessions (session_id, app_name, user_id, created_at)
+VALUES (:session_id, :app_name, :user_id, :now)
+ON CONFLICT (session_id) DO NOTHING;
+
+-- name: get_session
+SELECT * FROM lc_sessions WHERE session_id = :session_id;
+
+-- name: bump_session_seq
+UPDATE lc_sessions SET event_seq = event_seq + 1 WHERE session_id = :session_id
+RETURNING event_seq;
+
+-- name: insert_session_event
+INSERT INTO lc_session_events (session_id, seq, invocation_id, author, content, response_to,
+                               final, created_at)
+VALUES (:session_id, :seq, :invocation_id, :author, :content, :response_to, :final, :now);
+
+-- name: session_events
+SELECT * FROM lc_session_events WHERE session_id = :session_id AND seq > :after ORDER BY seq;
+
+-- name: has_final_response
+SELECT 1 FROM lc_session_events WHERE session_id = :session_id AND response_to = :call_id
+  AND final = 1;
+
+-- name: notify
+-- SQLite has no notifications: other processes find work by polling.
+SELECT :channel, :payload WHERE 0;

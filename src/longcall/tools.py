@@ -1,0 +1,290 @@
+"""The long-running tool: a plain function that starts work and returns a pending map.
+
+The wrapper builds the function declaration from the signature, validates the model's
+arguments (a bad call gets an error map naming the parameters, and no job), records the job
+durably before the function runs, and always answers with the same small pending map::
+
+    {"status": "pending", "jobId": "...", "message": "..."}
+
+The function's own body only submits the work (to a queue, a batch API, a person); the result
+arrives later through :meth:`App.complete` and friends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import string
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+import pydantic
+
+from longcall.errors import ConfigError, ToolArgumentsError
+from longcall.jobs import CallIds, Job, parse_duration
+from longcall.store.base import NewJob
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.tools")
+
+LONG_RUNNING_NOTE = (
+    "This tool starts a long-running job and returns at once with a pending status; the "
+    "result arrives later as a new response to this same call. Do not call this tool again "
+    "for the same request after it returned a pending status."
+)
+DEFAULT_PENDING_MESSAGE = "The job has started; the result will follow when it is ready."
+
+
+@dataclass(frozen=True, slots=True)
+class JobHandle:
+    """What the tool's body knows of its job: pass ``id`` on as the idempotency key."""
+
+    id: str
+    tool_name: str
+    args: Mapping[str, Any]
+    ids: CallIds = field(default_factory=CallIds)
+    attempt: int = 1  # 2 and more: a worker re-submits after the first try was lost
+
+    @classmethod
+    def of(cls, job: Job, *, attempt: int = 1) -> JobHandle:
+        return cls(job.job_id, job.tool_name, job.args, job.ids, attempt)
+
+
+# Parameters of these types are supplied by longcall or a framework, never by the model.
+CONTEXT_TYPES: list[type] = [JobHandle]
+
+
+def _is_context(annotation: Any) -> bool:
+    return isinstance(annotation, type) and any(issubclass(annotation, t) for t in CONTEXT_TYPES)
+
+
+class LongRunningTool:
+    """A function registered with :meth:`App.long_running`. Calling it starts (or finds) its job."""
+
+    def __init__(
+        self,
+        app: App,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        key: str | None = None,
+        deadline: str | float | None = None,
+        on_cancel: Callable[[JobHandle], Any] | None = None,
+        description: str | None = None,
+    ) -> None:
+        self.app = app
+        self.func = func
+        self.name = name or func.__name__
+        self.key = key
+        self.deadline = None if deadline is None else parse_duration(deadline)
+        self.on_cancel = on_cancel
+        self.is_async = inspect.iscoroutinefunction(func)
+        doc = description if description is not None else (inspect.getdoc(func) or "")
+        self.description = f"{doc}\n\n{LONG_RUNNING_NOTE}" if doc else LONG_RUNNING_NOTE
+        self._context_params: dict[str, type] = {}
+        self._model = self._build_model()
+        if key is not None:
+            self._check_key(key)
+
+    def _build_model(self) -> type[pydantic.BaseModel]:
+        hints = get_type_hints(self.func)
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(self.func).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ConfigError(f"tool {self.name!r}: *args and **kwargs cannot be declared")
+            annotation = hints.get(param.name, Any)
+            if _is_context(annotation):
+                self._context_params[param.name] = annotation
+                continue
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (annotation, default)
+        config = pydantic.ConfigDict(extra="forbid")
+        return pydantic.create_model(f"{self.name}_args", __config__=config, **fields)
+
+    def _check_key(self, key: str) -> None:
+        allowed = set(self._model.model_fields) | set(CallIds().as_dict())
+        for _, field_name, _, _ in string.Formatter().parse(key):
+            if field_name is not None and field_name not in allowed:
+                raise ConfigError(
+                    f"tool {self.name!r}: key {key!r} names {field_name!r}, which is neither "
+                    f"a parameter nor one of {sorted(CallIds().as_dict())}"
+                )
+
+    # -- declaration --------------------------------------------------------------------
+
+    def declaration(self) -> dict[str, Any]:
+        """The function declaration for the model: name, description, JSON schema of params."""
+        schema = _strip_titles(self._model.model_json_schema())
+        schema.pop("additionalProperties", None)
+        return {"name": self.name, "description": self.description, "parameters": schema}
+
+    # -- validation and ids -------------------------------------------------------------
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments as the function's types, or :class:`ToolArgumentsError`."""
+        try:
+            model = self._model.model_validate(dict(args))
+        except pydantic.ValidationError as exc:
+            errors: dict[str, str] = {}
+            for err in exc.errors():
+                where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+                message = "missing required argument" if err["type"] == "missing" else err["msg"]
+                if err["type"] == "extra_forbidden":
+                    message = "unexpected argument"
+                errors.setdefault(where, message)
+            raise ToolArgumentsError(self.name, errors) from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def job_id(self, args: Mapping[str, Any], ids: CallIds) -> str:
+        """The key filled from the arguments (and call ids), or a fresh random id."""
+        if self.key is None:
+            return f"job-{uuid.uuid4().hex}"
+        values = {**ids.as_dict(), **args}
+        return self.key.format(**values)
+
+    def json_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The validated arguments as JSON-ready values, for the job row."""
+        dumped: dict[str, Any] = self._model(**args).model_dump(mode="json")
+        return dumped
+
+    # -- calling ------------------------------------------------------------------------
+
+    def call_body(
+        self, handle: JobHandle, args: Mapping[str, Any], context: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Run the function itself (sync or async) with its context parameters filled."""
+        kwargs = dict(args)
+        for name, annotation in self._context_params.items():
+            if issubclass(annotation, JobHandle):
+                kwargs[name] = handle
+            elif context and name in context:
+                kwargs[name] = context[name]
+            else:
+                kwargs[name] = None
+        return self.func(**kwargs)
+
+    async def call_body_async(
+        self, handle: JobHandle, args: Mapping[str, Any], context: Mapping[str, Any] | None = None
+    ) -> Any:
+        if self.is_async:
+            return await self.call_body(handle, args, context)
+        return await asyncio.to_thread(self.call_body, handle, args, context)
+
+    def _new_job(self, values: Mapping[str, Any], ids: CallIds) -> NewJob:
+        return NewJob(
+            self.job_id(values, ids), self.name, self.json_args(values), ids, self.deadline
+        )
+
+    def _abandoned(self, job: Job, exc: Exception) -> dict[str, Any]:
+        log.warning("tool %s could not start job %s: %r", self.name, job.job_id, exc)
+        return {
+            "status": "error",
+            "jobId": job.job_id,
+            "message": f"the job could not be started: {exc}",
+        }
+
+    def invoke(
+        self,
+        args: Mapping[str, Any],
+        ids: CallIds | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Start the job (or find it) and return the pending map, or an error map.
+
+        The job row commits before the body runs; the body runs only for the call that
+        created the row, so a repeated call never submits the work twice. If the body
+        raises, the job is removed again and the error map says why.
+        """
+        self.app.refuse_in_loop(f"{self.name}.invoke")
+        if self.is_async:
+            return asyncio.run(self.invoke_async(args, ids, context))
+        ids = ids or CallIds()
+        try:
+            values = self.validate(args)
+        except ToolArgumentsError as exc:
+            return exc.as_response()
+        store = self.app.store
+        job, created = store.create_job(
+            self._new_job(values, ids),
+            holder=self.app.holder,
+            dispatch_lease=self.app.dispatch_lease,
+        )
+        if not created:
+            return pending_map(self.app.attach_quietly(job, ids))
+        try:
+            returned = self.call_body(JobHandle.of(job), values, context)
+        except Exception as exc:
+            store.abandon_job(job.job_id)
+            return self._abandoned(job, exc)
+        message = message_of(returned)
+        store.finish_dispatch(job.job_id, message)
+        return pending_map(replace(job, pending_message=message))
+
+    async def invoke_async(
+        self,
+        args: Mapping[str, Any],
+        ids: CallIds | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`invoke` for async callers; a sync body runs on a worker thread."""
+        ids = ids or CallIds()
+        try:
+            values = self.validate(args)
+        except ToolArgumentsError as exc:
+            return exc.as_response()
+        app, store = self.app, self.app.store
+        job, created = await app.in_thread(
+            store.create_job,
+            self._new_job(values, ids),
+            holder=app.holder,
+            dispatch_lease=app.dispatch_lease,
+        )
+        if not created:
+            return pending_map(await app.in_thread(app.attach_quietly, job, ids))
+        try:
+            returned = await self.call_body_async(JobHandle.of(job), values, context)
+        except Exception as exc:
+            await app.in_thread(store.abandon_job, job.job_id)
+            return self._abandoned(job, exc)
+        message = message_of(returned)
+        await app.in_thread(store.finish_dispatch, job.job_id, message)
+        return pending_map(replace(job, pending_message=message))
+
+    def __call__(self, **kwargs: Any) -> dict[str, Any]:
+        """Call the tool directly with keyword arguments: the pending map."""
+        return self.invoke(kwargs)
+
+    def __repr__(self) -> str:
+        return f"<LongRunningTool {self.name}>"
+
+
+def pending_map(job: Job) -> dict[str, Any]:
+    """The fixed, small answer a tool gives while its job runs."""
+    return {
+        "status": "pending",
+        "jobId": job.job_id,
+        "message": job.pending_message or DEFAULT_PENDING_MESSAGE,
+    }
+
+
+def message_of(returned: Any) -> str | None:
+    """The pending message a tool body returned: a string, or a dict's ``message``."""
+    if isinstance(returned, str):
+        return returned
+    if isinstance(returned, Mapping):
+        message = returned.get("message")
+        return None if message is None else str(message)
+    return None
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
