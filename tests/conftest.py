@@ -1,0 +1,91 @@
+"""Shared fixtures: a fresh store per test on SQLite and on a real PostgreSQL.
+
+PostgreSQL tests use a template database built once per run and a fresh database per test
+(``CREATE DATABASE … TEMPLATE``). Without a server they skip with the reason, except under
+``CI=true``, where a missing server fails the run instead.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PG_ADMIN_URL = os.environ.get("LONGCALL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+TEMPLATE = "longcall_test_template"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _pg_url(dbname: str) -> str:
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    return f"{base}/{dbname}"
+
+
+def _admin_execute(*statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> str:
+    """The template database with longcall's schema, built once per test run."""
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5):
+            pass
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but PostgreSQL is unreachable at {PG_ADMIN_URL}: {exc}")
+        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL} ({exc}); set LONGCALL_TEST_PG")
+    _admin_execute(
+        f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)", f"CREATE DATABASE {TEMPLATE}"
+    )
+    from longcall.clock import SystemClock
+    from longcall.store.postgres import PostgresStore
+
+    store = PostgresStore(_pg_url(TEMPLATE), SystemClock(), pool_size=1)
+    store.migrate()
+    store.close()
+    return TEMPLATE
+
+
+@pytest.fixture
+def pg_url(pg_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database with the schema, dropped after the test."""
+    name = f"longcall_test_{uuid.uuid4().hex[:12]}"
+    _admin_execute(f"CREATE DATABASE {name} TEMPLATE {pg_template}")
+    try:
+        yield _pg_url(name)
+    finally:
+        _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def empty_pg_url(pg_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database without longcall's schema."""
+    name = f"longcall_test_{uuid.uuid4().hex[:12]}"
+    _admin_execute(f"CREATE DATABASE {name}")
+    try:
+        yield _pg_url(name)
+    finally:
+        _admin_execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'longcall.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """A fresh database with longcall's schema: each test runs on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("pg_url"))
