@@ -45,8 +45,11 @@ class Timeline:
         return dt.datetime.fromtimestamp(self.clock.now(), dt.UTC).strftime("%H:%M:%S")
 
     def say(self, who: str, text: str, style: str = "") -> None:
-        self.console.print(f"[dim]{self.stamp()}[/dim]  [bold]{who:<13}[/bold] {text}",
-                           style=style, highlight=False)
+        self.console.print(
+            f"[dim]{self.stamp()}[/dim]  [bold]{who:<13}[/bold] {text}",
+            style=style,
+            highlight=False,
+        )
 
     def events(self, events: list[AgentEvent]) -> None:
         for event in events:
@@ -56,8 +59,11 @@ class Timeline:
                 args = ", ".join(f"{k}={v!r}" for k, v in call.args.items())
                 self.say("agent", f"calls {call.name}({args})", "cyan")
             for response in event.function_responses:
-                self.say("tool" if event.author != "user" else "longcall",
-                         f"{response.name} -> {response.response}", "magenta")
+                self.say(
+                    "tool" if event.author != "user" else "longcall",
+                    f"{response.name} -> {response.response}",
+                    "magenta",
+                )
             if event.text:
                 self.say("agent", event.text, "green")
 
@@ -81,12 +87,18 @@ async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
         batch_queue.append(job.id)  # the batch system takes the job id as its idempotency key
         return {"message": "Report build started; typical time is 15-25 minutes."}
 
-    agent = ScriptedAgent(app, rules=[
-        Rule(r"sales report for (\d{4}-Q[1-4]) (\w+)", calls=[
-            ("start_sales_report", lambda m: {"quarter": m[1], "region": m[2].upper()}),
-        ]),
-        Rule(r"vacation", reply="You have 12 vacation days left this year."),
-    ])
+    agent = ScriptedAgent(
+        app,
+        rules=[
+            Rule(
+                r"sales report for (\d{4}-Q[1-4]) (\w+)",
+                calls=[
+                    ("start_sales_report", lambda m: {"quarter": m[1], "region": m[2].upper()}),
+                ],
+            ),
+            Rule(r"vacation", reply="You have 12 vacation days left this year."),
+        ],
+    )
     resumer = app.resumer(agent, on_event=lambda job, event: line.events([event]))
     sweeper = app.sweeper()
 
@@ -97,8 +109,10 @@ async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
     line.at("10:00:00")
     await ask("Please build the sales report for 2026-Q3 EMEA.")
     job = await app.get_job_async("report:2026-Q3:EMEA")
-    line.check(job.state is JobState.STARTED and job.attached,
-               "job report:2026-Q3:EMEA recorded with its session and call id")
+    line.check(
+        job.state is JobState.STARTED and job.attached,
+        "job report:2026-Q3:EMEA recorded with its session and call id",
+    )
     line.check(job.deadline_at == START + 45 * 60, "its deadline is 10:45:00")
     line.check(batch_queue == [job.job_id], "the work was submitted once, keyed by the job id")
 
@@ -121,24 +135,32 @@ async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
     line.check(await resumer.run_once() == 0, "and nothing was delivered twice")
     history = await agent.history(SESSION)
     finals = [r for e in history if e.author == "user" for r in e.function_responses]
-    line.check(len(finals) == 1 and finals[0].response.get("result") == result,
-               "the session holds exactly one response to the call, with URL and row count")
+    line.check(
+        len(finals) == 1 and finals[0].response.get("result") == result,
+        "the session holds exactly one response to the call, with URL and row count",
+    )
 
     line.at("10:22:00")
     await ask("Also the sales report for 2026-Q3 APAC, please.")
     line.at("11:07:00")
     line.say("sweeper", "checks deadlines", "yellow")
     expired = await sweeper.run_once()
-    line.check([j.job_id for j in expired] == ["report:2026-Q3:APAC"],
-               "the APAC report expired at its deadline, 45 minutes after it started")
+    line.check(
+        [j.job_id for j in expired] == ["report:2026-Q3:APAC"],
+        "the APAC report expired at its deadline, 45 minutes after it started",
+    )
     line.check(await resumer.run_once() == 1, "the agent was told, once")
     line.at("11:10:00")
     late = await app.complete_async("report:2026-Q3:APAC", {"url": "late"})
     apac = await app.get_job_async("report:2026-Q3:APAC")
     events = await app.job_events_async("report:2026-Q3:APAC")
-    line.check(not late.changed and apac.state is JobState.EXPIRED
-               and apac.delivery is Delivery.DELIVERED and events[-1].kind == "ignored",
-               "a late result at 11:10 is recorded and changes nothing")
+    line.check(
+        not late.changed
+        and apac.state is JobState.EXPIRED
+        and apac.delivery is Delivery.DELIVERED
+        and events[-1].kind == "ignored",
+        "a late result at 11:10 is recorded and changes nothing",
+    )
     return line
 
 
@@ -148,7 +170,9 @@ def run_demo(database: str | None = None, console: Console | None = None) -> int
     clock = FakeClock(START)
     with tempfile.TemporaryDirectory(prefix="longcall-demo-") as tmp:
         url = database or f"sqlite:///{Path(tmp) / 'demo.db'}"
-        console.print(f"[bold]longcall demo[/bold]: the 19-minute report, on a fake clock ({url})\n")
+        console.print(
+            f"[bold]longcall demo[/bold]: the 19-minute report, on a fake clock ({url})\n"
+        )
         app = App(url, clock=clock)
         try:
             line = asyncio.run(play(app, clock, console))

@@ -199,6 +199,7 @@ def describe_duration(seconds: float) -> str:
             n = int(seconds // size)
             return f"{n} {unit}{'s' if n != 1 else ''}"
     if seconds >= 60:
-        return f"{round(seconds / 60)} minutes"
+        n = round(seconds / 60)
+        return f"{n} minute{'s' if n != 1 else ''}"
     n = round(seconds)
     return f"{n} second{'s' if n != 1 else ''}"

@@ -76,6 +76,7 @@ class Resumer:
         self.on_event = on_event
         self.stats: Counter[str] = Counter()
         self._stopping = False
+        self._marks = _GroupCommit(self)
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -97,7 +98,8 @@ class Resumer:
     async def _deliver_session(self, jobs: list[Job]) -> None:
         session_id = jobs[0].session_id
         assert session_id is not None
-        heartbeat = asyncio.create_task(self._heartbeat(jobs))
+        heartbeat = _Heartbeat(self, jobs)
+        released = False
         try:
             groups = group_by_invocation(jobs)
             for index, group in enumerate(groups):
@@ -105,22 +107,17 @@ class Resumer:
                     for rest in groups[index:]:
                         await self._give_back(rest)
                     break
-                await self._deliver_group(session_id, group)
+                last = index == len(groups) - 1
+                released = await self._deliver_group(session_id, group, release_after=last)
         finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
-            await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
+            await heartbeat.stop()
+            if not released:
+                await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
 
-    async def _heartbeat(self, jobs: list[Job]) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            try:
-                await self.app.in_thread(self.app.store.renew, self.holder, jobs, lease=self.lease)
-            except Exception:
-                log.exception("could not renew leases; another resumer may take over")
-
-    async def _deliver_group(self, session_id: str, group: list[Job]) -> None:
+    async def _deliver_group(
+        self, session_id: str, group: list[Job], *, release_after: bool
+    ) -> bool:
+        """Deliver one message; True when the session lease was released with the bookkeeping."""
         store, runner = self.app.store, self.runner
         user_id = group[0].user_id or ""
         to_send = []
@@ -130,12 +127,12 @@ class Resumer:
                 user_id=user_id, session_id=session_id, call_id=job.call_id
             ):
                 # Delivered before a crash; only the bookkeeping was lost.
-                await self._mark_delivered(job)
+                await self._mark_delivered([job])
                 self.stats["already_in_session"] += 1
                 continue
             to_send.append(job)
         if not to_send:
-            return
+            return False
         message = Message(function_responses=tuple(response_of(j) for j in to_send))
         observer = CallObserver(
             self.app, app_name=runner.app_name, user_id=user_id, session_id=session_id
@@ -162,21 +159,24 @@ class Resumer:
                     delivery=Delivery.ORPHANED,
                 )
             self.stats["orphaned"] += len(to_send)
-            return
+            return False
         except Exception as exc:
             await self._retry_later(to_send, exc)
-            return
+            return False
+        await self._mark_delivered(to_send, release_session=session_id if release_after else None)
         for job in to_send:
-            await self._mark_delivered(job)
             self.stats["delivered" if job.terminal else "progress_delivered"] += 1
+        return release_after
 
-    async def _mark_delivered(self, job: Job) -> None:
-        marked = await self.app.in_thread(
-            self.app.store.mark_delivered, job, self.holder, throttle=self.app.progress_throttle
-        )
-        if not marked:
-            log.warning("lost the claim on job %s before marking it delivered", job.job_id)
-            self.stats["claim_lost"] += 1
+    async def _mark_delivered(self, jobs: list[Job], *, release_session: str | None = None) -> None:
+        marked = await self._marks.mark(jobs, release_session)
+        if marked < len(jobs):
+            log.warning(
+                "lost the claim on %d of jobs %s before marking them delivered",
+                len(jobs) - marked,
+                [j.job_id for j in jobs],
+            )
+            self.stats["claim_lost"] += len(jobs) - marked
 
     async def _retry_later(self, jobs: list[Job], exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
@@ -280,6 +280,87 @@ class Resumer:
         thread = threading.Thread(target=loop, name="longcall-listen", daemon=True)
         thread.start()
         return thread
+
+
+class _GroupCommit:
+    """Marks deliveries that finish at about the same time in one commit.
+
+    Sessions are delivered concurrently; each waits for its own bookkeeping to commit before
+    it goes on, but whatever is queued while a commit runs shares the next one.
+    """
+
+    def __init__(self, resumer: Resumer) -> None:
+        self._resumer = resumer
+        self._queue: list[tuple[list[Job], str | None, asyncio.Future[int]]] = []
+        self._flushing = False
+
+    async def mark(self, jobs: list[Job], release_session: str | None) -> int:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queue.append((jobs, release_session, future))
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        resumer = self._resumer
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    counts = await resumer.app.in_thread(
+                        resumer.app.store.mark_delivered_batch,
+                        [(jobs, release) for jobs, release, _ in batch],
+                        resumer.holder,
+                        throttle=resumer.app.progress_throttle,
+                    )
+                except Exception as exc:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, _, future), count in zip(batch, counts, strict=True):
+                    if not future.done():
+                        future.set_result(count)
+        finally:
+            self._flushing = False
+
+
+class _Heartbeat:
+    """Renews a session's claims every third of the lease while its delivery runs.
+
+    A timer rather than a task: most deliveries end long before the first beat.
+    """
+
+    def __init__(self, resumer: Resumer, jobs: list[Job]) -> None:
+        self._resumer = resumer
+        self._jobs = jobs
+        self._loop = asyncio.get_running_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._handle = self._loop.call_later(resumer.lease / 3, self._beat)
+
+    def _beat(self) -> None:
+        self._task = self._loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        resumer = self._resumer
+        try:
+            await resumer.app.in_thread(
+                resumer.app.store.renew, resumer.holder, self._jobs, lease=resumer.lease
+            )
+        except Exception:
+            log.exception("could not renew leases; another resumer may take over")
+        if not self._stopped:
+            self._handle = self._loop.call_later(resumer.lease / 3, self._beat)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._handle.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
 
 async def _wait_any(stop: asyncio.Event, wake: asyncio.Event | None, seconds: float) -> None:

@@ -18,7 +18,7 @@ import logging
 import string
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 import pydantic
@@ -148,8 +148,8 @@ class LongRunningTool:
         return self.key.format(**values)
 
     def json_args(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """The validated arguments as JSON-ready values, for the job row."""
-        dumped: dict[str, Any] = self._model(**args).model_dump(mode="json")
+        """Arguments that :meth:`validate` returned, as JSON-ready values for the job row."""
+        dumped: dict[str, Any] = self._model.model_construct(**args).model_dump(mode="json")
         return dumped
 
     # -- calling ------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class LongRunningTool:
             return self._abandoned(job, exc)
         message = message_of(returned)
         store.finish_dispatch(job.job_id, message)
-        return pending_map(replace(job, pending_message=message))
+        return pending_map(job, message)
 
     async def invoke_async(
         self,
@@ -253,7 +253,7 @@ class LongRunningTool:
             return self._abandoned(job, exc)
         message = message_of(returned)
         await app.in_thread(store.finish_dispatch, job.job_id, message)
-        return pending_map(replace(job, pending_message=message))
+        return pending_map(job, message)
 
     def __call__(self, **kwargs: Any) -> dict[str, Any]:
         """Call the tool directly with keyword arguments: the pending map."""
@@ -263,12 +263,12 @@ class LongRunningTool:
         return f"<LongRunningTool {self.name}>"
 
 
-def pending_map(job: Job) -> dict[str, Any]:
+def pending_map(job: Job, message: str | None = None) -> dict[str, Any]:
     """The fixed, small answer a tool gives while its job runs."""
     return {
         "status": "pending",
         "jobId": job.job_id,
-        "message": job.pending_message or DEFAULT_PENDING_MESSAGE,
+        "message": message or job.pending_message or DEFAULT_PENDING_MESSAGE,
     }
 
 

@@ -174,7 +174,13 @@ class PostgresStore(Store):
 
 
 def _version(cur: psycopg.Cursor[dict[str, Any]]) -> int | None:
-    cur.execute("SELECT to_regclass('lc_migrations') IS NOT NULL AS present")
+    # Read pg_class, not to_regclass(): the latter consults the connection's catalog cache,
+    # which inside a transaction that waited for the migration lock can still say "no such
+    # table" after another process committed the schema (and this one would apply it again).
+    cur.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = 'lc_migrations' "
+        "AND relnamespace = current_schema()::regnamespace) AS present"
+    )
     row = cur.fetchone()
     if not row or not row["present"]:
         return None

@@ -91,6 +91,9 @@ class SqliteStore(Store):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # SQLite has one writer at a time. Threads of this process queue here instead of in
+        # the busy handler, whose sleeps (1 ms and up) would cost more than the writes.
+        self._write_lock = threading.Lock()
         self._closed = False
 
     def _now(self) -> float:
@@ -123,14 +126,15 @@ class SqliteStore(Store):
             try:
                 if not write:
                     return work(tx)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = work(tx)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+                with self._write_lock:
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = work(tx)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
                 return result
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):

@@ -1,0 +1,108 @@
+"""The ``longcall`` command: the demo as a real subprocess, and the job commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import longcall
+from longcall.cli import main
+
+
+def test_demo_runs_the_worked_example_and_exits_zero() -> None:
+    """`longcall demo` plays the timeline, checks every step and exits 0."""
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "longcall"), "demo"],
+        capture_output=True, text=True, timeout=120, env={"COLUMNS": "200", "PATH": ""},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    order = ["10:00:00", "10:05:00", "10:19:00", "10:19:03", "10:21:00", "11:07:00"]
+    positions = [out.index(stamp) for stamp in order]
+    assert positions == sorted(positions)
+    assert "calls start_sales_report(quarter='2026-Q3', region='EMEA')" in out
+    assert "'status': 'pending', 'jobId': 'report:2026-Q3:EMEA'" in out
+    assert "You have 12 vacation days left" in out
+    assert "rowCount 48213" in out
+    assert "No result within 45 minutes" in out
+    assert out.count("✓") == 12 and "✗" not in out
+    assert "all 12 checks passed" in out
+
+
+def test_migrate_then_check(tmp_path: Path) -> None:
+    """`migrate` creates the schema once; `migrate --check` then passes."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+    check = runner.invoke(main, ["migrate", "--database", url, "--check"])
+    assert check.exit_code == 1 and "schema version 0" in check.output
+    first = runner.invoke(main, ["migrate", "--database", url])
+    assert first.exit_code == 0 and "applied 1" in first.output
+    second = runner.invoke(main, ["migrate", "--database", url])
+    assert second.exit_code == 0 and "nothing to do" in second.output
+    assert runner.invoke(main, ["migrate", "--database", url, "--check"]).exit_code == 0
+
+
+def test_job_commands_complete_show_and_list(tmp_path: Path) -> None:
+    """Jobs can be listed, shown, progressed and completed from the CLI, with JSON output."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with longcall.App(url) as app:
+
+        @app.long_running(key="export:{fmt}")
+        def export(fmt: str) -> str:
+            """Exports."""
+            return "started"
+
+        export(fmt="csv")
+    runner = CliRunner()
+    listed = runner.invoke(main, ["jobs", "list", "--database", url, "-o", "json"])
+    assert listed.exit_code == 0
+    assert [j["job_id"] for j in json.loads(listed.output)] == ["export:csv"]
+    progressed = runner.invoke(
+        main, ["jobs", "progress", "export:csv", "--database", url, "--data", '{"pct": 50}']
+    )
+    assert progressed.exit_code == 0, progressed.output
+    done = runner.invoke(
+        main, ["jobs", "complete", "export:csv", "--database", url, "--result", '{"rows": 7}',
+               "-o", "json"]
+    )
+    assert done.exit_code == 0 and json.loads(done.output)["changed"] is True
+    again = runner.invoke(
+        main, ["jobs", "complete", "export:csv", "--database", url, "--result", "{}", "--strict"]
+    )
+    assert again.exit_code == 5
+    shown = json.loads(runner.invoke(main, ["jobs", "show", "export:csv", "--database", url,
+                                            "-o", "json"]).output)
+    assert shown["state"] == "succeeded" and shown["result"] == {"rows": 7}
+    assert [e["kind"] for e in shown["events"]] == ["progress", "succeeded", "ignored"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["jobs", "show", "nope"], 3, "no job with id 'nope'"),
+        (["jobs", "complete", "nope", "--result", "{x"], 2, "not valid JSON"),
+        (["jobs", "list", "--state", "bogus"], 2, "Invalid value for '--state'"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_its_exit_code(
+    tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    """Unknown jobs exit 3, bad JSON and bad options exit 2, each with a message saying what."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    longcall.App(url).close()
+    result = CliRunner().invoke(main, [*args, "--database", url])
+    assert result.exit_code == code
+    assert message in result.output
+
+
+def test_unmigrated_database_exits_4_naming_migrate(tmp_path: Path) -> None:
+    """A command on a database without the schema exits 4 and says to run `longcall migrate`."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    result = CliRunner().invoke(main, ["jobs", "list", "--database", url])
+    assert result.exit_code == 4
+    assert "longcall migrate" in result.output
