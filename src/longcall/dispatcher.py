@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import random
 from typing import TYPE_CHECKING
@@ -60,10 +61,10 @@ class Dispatcher:
         if tool is None:
             await self._failed(item, f"no tool {item.tool_name!r} is registered in this process")
             return
-        handle = JobHandle(item.job_id, item.tool_name, item.args, attempt=item.attempts + 1)
         try:
+            job = await app.in_thread(store.get_job, item.job_id)
             if item.kind == "dispatch":
-                job = await app.in_thread(store.get_job, item.job_id)
+                # The creator's own try was the first; the outbox counts the re-submissions.
                 handle = JobHandle.of(job, attempt=item.attempts + 1)
                 if job.state is JobState.STARTED:
                     values = tool.validate(job.args)
@@ -72,9 +73,15 @@ class Dispatcher:
                     log.info("re-submitted job %s (attempt %d)", item.job_id, handle.attempt)
                     return
             elif tool.on_cancel is not None:
-                result = tool.on_cancel(handle)
-                if asyncio.iscoroutine(result):
-                    await result
+                handle = JobHandle.of(job, attempt=item.attempts)
+                # A sync hook (an HTTP call, say) runs on a thread: on the loop it would stall
+                # the resumer's lease heartbeats, and a stalled holder loses its sessions.
+                if inspect.iscoroutinefunction(tool.on_cancel):
+                    await tool.on_cancel(handle)
+                else:
+                    result = await asyncio.to_thread(tool.on_cancel, handle)
+                    if asyncio.iscoroutine(result):
+                        await result
             await app.in_thread(store.finish_outbox, item.job_id, item.kind)
         except Exception as exc:
             await self._failed(item, f"{type(exc).__name__}: {exc}")

@@ -143,6 +143,14 @@ class Resumer:
                 if self.on_event is not None:
                     self.on_event(to_send[0], event)
         except UnknownCallError as exc:
+            if len(to_send) > 1:
+                # The agent refused the whole message before storing any of it: send each
+                # response alone, so only the job whose call is unknown is orphaned.
+                released = False
+                for index, job in enumerate(to_send):
+                    last = release_after and index == len(to_send) - 1
+                    released = await self._deliver_group(session_id, [job], release_after=last)
+                return released
             log.error(
                 "session %s has no call for jobs %s: %s",
                 session_id,

@@ -16,10 +16,11 @@ import asyncio
 import inspect
 import logging
 import string
+import types
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 import pydantic
 
@@ -59,8 +60,14 @@ class JobHandle:
 CONTEXT_TYPES: list[type] = [JobHandle]
 
 
-def _is_context(annotation: Any) -> bool:
-    return isinstance(annotation, type) and any(issubclass(annotation, t) for t in CONTEXT_TYPES)
+def _context_type(annotation: Any) -> type | None:
+    """The context type a parameter asks for, plain or optional (``JobHandle | None``)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = members[0] if len(members) == 1 else None
+    if isinstance(annotation, type) and any(issubclass(annotation, t) for t in CONTEXT_TYPES):
+        return annotation
+    return None
 
 
 class LongRunningTool:
@@ -98,8 +105,9 @@ class LongRunningTool:
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise ConfigError(f"tool {self.name!r}: *args and **kwargs cannot be declared")
             annotation = hints.get(param.name, Any)
-            if _is_context(annotation):
-                self._context_params[param.name] = annotation
+            context = _context_type(annotation)
+            if context is not None:
+                self._context_params[param.name] = context
                 continue
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, default)

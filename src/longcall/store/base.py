@@ -421,7 +421,10 @@ class Store(ABC):
         return [job_from_row(r) for r in rows]
 
     def claim(self, holder: str, *, limit: int, lease: float) -> list[Job]:
-        """Atomically take up to ``limit`` ready jobs and the sessions they belong to.
+        """Atomically take ready jobs with their sessions' leases.
+
+        The sessions are those of the first ``limit`` ready jobs whose session is free; every
+        ready job of each is taken, so the limit never splits the calls of one invocation.
 
         A job is taken only together with its session's lease, so a resume never starts
         while a user turn (or another resume) runs on that session. Both leases run out
@@ -430,28 +433,34 @@ class Store(ABC):
         now = self._now()
 
         def work(tx: Tx) -> list[Job]:
-            candidates = [job_from_row(r) for r in tx.all("claim_candidates", now=now, limit=limit)]
-            sessions: dict[str, bool] = {}
+            rows = tx.all("claim_candidates", now=now, limit=limit)
+            # Leases in a fixed order: two claimers wanting the same sessions queue instead
+            # of deadlocking on each other's lease rows.
+            leased = {
+                session_id
+                for session_id in sorted({row["session_id"] for row in rows})
+                if tx.one(
+                    "take_session_lease",
+                    session_id=session_id,
+                    holder=holder,
+                    kind="resume",
+                    ttl=lease,
+                    now=now,
+                )
+                is not None
+            }
+            # With its session in hand, take every ready job of it, not only those within
+            # the limit, so the calls of one invocation go out as one message.
             claimed = []
-            for job in candidates:
-                assert job.session_id is not None
-                if job.session_id not in sessions:
-                    sessions[job.session_id] = (
-                        tx.one(
-                            "take_session_lease",
-                            session_id=job.session_id,
-                            holder=holder,
-                            kind="resume",
-                            ttl=lease,
-                            now=now,
-                        )
-                        is not None
-                    )
-                if not sessions[job.session_id]:
+            for session_id in dict.fromkeys(row["session_id"] for row in rows):
+                if session_id not in leased:
                     continue
-                row = tx.one("claim_job", job_id=job.job_id, holder=holder, lease=lease, now=now)
-                if row is not None:
-                    claimed.append(job_from_row(row))
+                for row in tx.all("session_ready_jobs", session_id=session_id, now=now):
+                    got = tx.one(
+                        "claim_job", job_id=row["job_id"], holder=holder, lease=lease, now=now
+                    )
+                    if got is not None:
+                        claimed.append(job_from_row(got))
             return claimed
 
         return self._transact(work)

@@ -109,13 +109,27 @@ class SqliteStore(Store):
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        self._set_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
         self._local.conn = conn
         with self._lock:
             self._all.append(conn)
         return conn
+
+    def _set_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching a new file to WAL needs an exclusive lock, and SQLite answers "locked"
+        # at once, without the busy handler, while another connection does the same.
+        give_up_at = time.monotonic() + self._busy_ms / 1000
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > give_up_at:
+                    conn.close()
+                    raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
+                time.sleep(0.005 * (1 + random.random()))
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
         conn = self._conn()

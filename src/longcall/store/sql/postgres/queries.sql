@@ -53,13 +53,17 @@ UPDATE lc_jobs SET
     finished_at = lc_now(%(now)s),
     updated_at = lc_now(%(now)s),
     event_seq = event_seq + 1,
+    -- 'failed' here can only be a given-up progress announcement: the final result still goes.
     delivery = CASE
-        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN 'ready'
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN 'ready'
         ELSE delivery END,
     available_at = CASE
-        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN lc_now(%(now)s)
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN lc_now(%(now)s)
         WHEN delivery = 'ready' AND claim_holder IS NULL THEN LEAST(available_at, lc_now(%(now)s))
-        ELSE available_at END
+        ELSE available_at END,
+    attempts = CASE WHEN delivery = 'failed' THEN 0 ELSE attempts END
 WHERE job_id = %(job_id)s AND state = 'started'
 RETURNING *;
 
@@ -98,6 +102,14 @@ WHERE j.delivery = 'ready' AND j.available_at <= lc_now(%(now)s)
 ORDER BY j.available_at, j.job_id
 LIMIT %(limit)s
 FOR UPDATE OF j SKIP LOCKED;
+
+-- name: session_ready_jobs
+-- The rest of a session's ready jobs, once its lease is held. (Ready jobs always have a
+-- call id; saying so lets the (session_id, call_id) index serve the lookup.)
+SELECT * FROM lc_jobs
+WHERE call_id IS NOT NULL AND session_id = %(session_id)s AND delivery = 'ready' AND available_at <= lc_now(%(now)s)
+ORDER BY available_at, job_id
+FOR UPDATE SKIP LOCKED;
 
 -- name: claim_job
 UPDATE lc_jobs SET claim_holder = %(holder)s, available_at = lc_now(%(now)s) + %(lease)s,

@@ -52,13 +52,17 @@ UPDATE lc_jobs SET
     finished_at = :now,
     updated_at = :now,
     event_seq = event_seq + 1,
+    -- 'failed' here can only be a given-up progress announcement: the final result still goes.
     delivery = CASE
-        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN 'ready'
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN 'ready'
         ELSE delivery END,
     available_at = CASE
-        WHEN delivery = 'none' AND session_id IS NOT NULL AND call_id IS NOT NULL THEN :now
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN :now
         WHEN delivery = 'ready' AND claim_holder IS NULL THEN MIN(available_at, :now)
-        ELSE available_at END
+        ELSE available_at END,
+    attempts = CASE WHEN delivery = 'failed' THEN 0 ELSE attempts END
 WHERE job_id = :job_id AND state = 'started'
 RETURNING *;
 
@@ -96,6 +100,13 @@ WHERE j.delivery = 'ready' AND j.available_at <= :now
                   WHERE l.session_id = j.session_id AND l.expires_at > :now)
 ORDER BY j.available_at, j.job_id
 LIMIT :limit;
+
+-- name: session_ready_jobs
+-- The rest of a session's ready jobs, once its lease is held. (Ready jobs always have a
+-- call id; saying so lets the (session_id, call_id) index serve the lookup.)
+SELECT * FROM lc_jobs
+WHERE call_id IS NOT NULL AND session_id = :session_id AND delivery = 'ready' AND available_at <= :now
+ORDER BY available_at, job_id;
 
 -- name: claim_job
 UPDATE lc_jobs SET claim_holder = :holder, available_at = :now + :lease,
