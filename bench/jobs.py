@@ -355,6 +355,7 @@ def latency(url: str, sizes: list[int], rounds: int = 40) -> list[tuple[int, flo
             claims.append(time.perf_counter() - started)
             for job in claimed:
                 store.release(job, "bench", error=None, delay=0, delivery=longcall.Delivery.READY)
+                store.release_session(job.session_id, "bench")
             started = time.perf_counter()
             due = store.overdue(500)
             sweeps.append(time.perf_counter() - started)

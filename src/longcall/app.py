@@ -65,10 +65,14 @@ class App:
         self.url = url or os.environ.get("LONGCALL_DATABASE_URL") or DEFAULT_URL
         self.clock: Clock = clock or SystemClock()
         self.store: Store = store or open_store(self.url, self.clock)
-        if migrate:
-            self.store.migrate()
-        else:
-            self.store.check_schema()
+        try:
+            if migrate:
+                self.store.migrate()
+            else:
+                self.store.check_schema()
+        except BaseException:
+            self.store.close()
+            raise
         self.progress_throttle = parse_duration(progress_throttle)
         self.dispatch_lease = parse_duration(dispatch_lease)
         self.session_lease = parse_duration(session_lease)

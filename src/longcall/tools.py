@@ -190,11 +190,8 @@ class LongRunningTool:
 
     def _abandoned(self, job: Job, exc: Exception) -> dict[str, Any]:
         log.warning("tool %s could not start job %s: %r", self.name, job.job_id, exc)
-        return {
-            "status": "error",
-            "jobId": job.job_id,
-            "message": f"the job could not be started: {exc}",
-        }
+        # No jobId: the job was removed again, and an observer must not try to attach it.
+        return {"status": "error", "message": f"the job could not be started: {exc}"}
 
     def invoke(
         self,
