@@ -278,9 +278,19 @@ class App:
     async def _renew_session(self, session_id: str, holder: str, kind: str) -> None:
         while True:
             await asyncio.sleep(self.session_lease / 3)
-            await self.in_thread(
-                self.store.take_session, session_id, holder, kind=kind, ttl=self.session_lease
-            )
+            try:
+                kept = await self.in_thread(
+                    self.store.renew_session, session_id, holder, ttl=self.session_lease
+                )
+            except Exception:
+                log.exception("could not renew the lease on session %s", session_id)
+                continue
+            if not kept:
+                log.error(
+                    "the %s on session %s outlived its lease; a resume may overlap it",
+                    kind,
+                    session_id,
+                )
 
     async def run_turn_async(
         self, runner: AgentRunner, *, user_id: str, session_id: str, text: str

@@ -354,11 +354,18 @@ class _Heartbeat:
     async def _renew(self) -> None:
         resumer = self._resumer
         try:
-            await resumer.app.in_thread(
+            kept = await resumer.app.in_thread(
                 resumer.app.store.renew, resumer.holder, self._jobs, lease=resumer.lease
             )
         except Exception:
             log.exception("could not renew leases; another resumer may take over")
+        else:
+            if not kept:
+                log.error(
+                    "lost the lease on session %s: this delivery outlived it and another "
+                    "holder may run the session now",
+                    self._jobs[0].session_id,
+                )
         if not self._stopped:
             self._handle = self._loop.call_later(resumer.lease / 3, self._beat)
 

@@ -465,25 +465,33 @@ class Store(ABC):
 
         return self._transact(work)
 
-    def renew(self, holder: str, jobs: Iterable[Job], *, lease: float) -> None:
-        """Extend the claims on ``jobs`` and their sessions' leases by ``lease`` seconds."""
+    def renew(self, holder: str, jobs: Iterable[Job], *, lease: float) -> bool:
+        """Extend the claims on ``jobs`` and their sessions' leases by ``lease`` seconds.
+
+        Only leases still held are extended; a released one is never taken again here.
+        False when a session's lease was lost (it ran out and someone else took it).
+        """
         now = self._now()
         jobs = list(jobs)
 
-        def work(tx: Tx) -> None:
-            for session_id in {j.session_id for j in jobs if j.session_id}:
-                tx.one(
-                    "take_session_lease",
-                    session_id=session_id,
-                    holder=holder,
-                    kind="resume",
-                    ttl=lease,
-                    now=now,
+        def work(tx: Tx) -> bool:
+            kept = True
+            for session_id in sorted({j.session_id for j in jobs if j.session_id}):
+                kept &= (
+                    tx.run(
+                        "renew_session_lease",
+                        session_id=session_id,
+                        holder=holder,
+                        ttl=lease,
+                        now=now,
+                    )
+                    > 0
                 )
             for job in jobs:
                 tx.run("renew_job_claim", job_id=job.job_id, holder=holder, lease=lease, now=now)
+            return kept
 
-        self._transact(work)
+        return self._transact(work)
 
     def mark_delivered(self, job: Job, holder: str, *, throttle: float) -> bool:
         """Record that the response built from ``job`` is in the session.
@@ -664,6 +672,16 @@ class Store(ABC):
             )
         )
         return row is not None
+
+    def renew_session(self, session_id: str, holder: str, *, ttl: float) -> bool:
+        """Extend a lease ``holder`` still holds; False when it was lost to someone else."""
+        now = self._now()
+        changed = self._transact(
+            lambda tx: tx.run(
+                "renew_session_lease", session_id=session_id, holder=holder, ttl=ttl, now=now
+            )
+        )
+        return changed > 0
 
     def release_session(self, session_id: str, holder: str) -> None:
         def work(tx: Tx) -> None:

@@ -173,6 +173,10 @@ ON CONFLICT (session_id) DO UPDATE SET
 WHERE lc_session_leases.expires_at <= lc_now(%(now)s) OR lc_session_leases.holder = excluded.holder
 RETURNING holder;
 
+-- name: renew_session_lease
+UPDATE lc_session_leases SET expires_at = lc_now(%(now)s) + %(ttl)s
+WHERE session_id = %(session_id)s AND holder = %(holder)s;
+
 -- name: release_session_lease
 DELETE FROM lc_session_leases WHERE session_id = %(session_id)s AND holder = %(holder)s;
 

@@ -169,6 +169,10 @@ ON CONFLICT (session_id) DO UPDATE SET
 WHERE lc_session_leases.expires_at <= :now OR lc_session_leases.holder = excluded.holder
 RETURNING holder;
 
+-- name: renew_session_lease
+UPDATE lc_session_leases SET expires_at = :now + :ttl
+WHERE session_id = :session_id AND holder = :holder;
+
 -- name: release_session_lease
 DELETE FROM lc_session_leases WHERE session_id = :session_id AND holder = :holder;
 
