@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,10 @@ def test_demo_runs_the_worked_example_and_exits_zero() -> None:
     """`longcall demo` plays the timeline, checks every step and exits 0."""
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "longcall"), "demo"],
-        capture_output=True, text=True, timeout=120, env={"COLUMNS": "200", "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"COLUMNS": "200", "PATH": ""},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -67,16 +74,27 @@ def test_job_commands_complete_show_and_list(tmp_path: Path) -> None:
     )
     assert progressed.exit_code == 0, progressed.output
     done = runner.invoke(
-        main, ["jobs", "complete", "export:csv", "--database", url, "--result", '{"rows": 7}',
-               "-o", "json"]
+        main,
+        [
+            "jobs",
+            "complete",
+            "export:csv",
+            "--database",
+            url,
+            "--result",
+            '{"rows": 7}',
+            "-o",
+            "json",
+        ],
     )
     assert done.exit_code == 0 and json.loads(done.output)["changed"] is True
     again = runner.invoke(
         main, ["jobs", "complete", "export:csv", "--database", url, "--result", "{}", "--strict"]
     )
     assert again.exit_code == 5
-    shown = json.loads(runner.invoke(main, ["jobs", "show", "export:csv", "--database", url,
-                                            "-o", "json"]).output)
+    shown = json.loads(
+        runner.invoke(main, ["jobs", "show", "export:csv", "--database", url, "-o", "json"]).output
+    )
     assert shown["state"] == "succeeded" and shown["result"] == {"rows": 7}
     assert [e["kind"] for e in shown["events"]] == ["progress", "succeeded", "ignored"]
 
@@ -106,3 +124,74 @@ def test_unmigrated_database_exits_4_naming_migrate(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["jobs", "list", "--database", url])
     assert result.exit_code == 4
     assert "longcall migrate" in result.output
+
+
+WORKER_MODULE = '''
+import os
+import longcall
+
+app = longcall.App(os.environ["LONGCALL_DATABASE_URL"])
+
+
+@app.long_running(key="export:{fmt}")
+def export(fmt: str) -> str:
+    """Exports data."""
+    return "started"
+
+
+rules = [longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
+runner = longcall.ScriptedAgent(app, rules=rules)
+'''
+
+
+def test_worker_command_delivers_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`longcall worker --app … --agent …` resumes a completed job and exits 0 on SIGTERM."""
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    (tmp_path / "myagent.py").write_text(WORKER_MODULE)
+    env = {**os.environ, "LONGCALL_DATABASE_URL": url, "PYTHONPATH": str(tmp_path)}
+    with longcall.App(url) as app:
+
+        @app.long_running(key="export:{fmt}")
+        def export(fmt: str) -> str:
+            """Exports data."""
+            return "started"
+
+        agent = longcall.ScriptedAgent(
+            app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
+        )
+        app.run_turn(agent, user_id="u", session_id="s", text="export please")
+        proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "longcall"),
+                "worker",
+                "--app",
+                "myagent:app",
+                "--agent",
+                "myagent:runner",
+                "--poll",
+                "0.1s",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            app.complete("export:csv", {"rows": 3})
+            deadline = time.monotonic() + 30
+            while app.get_job("export:csv").delivery is not longcall.Delivery.DELIVERED:
+                assert time.monotonic() < deadline, "the worker never delivered the job"
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        replies = [e.text for e in asyncio_history(agent, "s") if e.text]
+        assert replies[-1] == "export has finished: rows 3."
+
+
+def asyncio_history(agent: longcall.ScriptedAgent, session_id: str) -> list[longcall.AgentEvent]:
+    """The scripted agent's session history, from sync code."""
+    return asyncio.run(agent.history(session_id))
