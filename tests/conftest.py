@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 PG_ADMIN_URL = os.environ.get("LONGCALL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-TEMPLATE = "longcall_test_template"
+# One template per test run, so runs sharing a server do not drop each other's.
+TEMPLATE = f"longcall_test_template_{os.getpid()}"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -33,7 +34,7 @@ def _admin_execute(*statements: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_template() -> str:
+def pg_template() -> Iterator[str]:
     """The template database with longcall's schema, built once per test run."""
     try:
         import psycopg
@@ -53,7 +54,8 @@ def pg_template() -> str:
     store = PostgresStore(_pg_url(TEMPLATE), SystemClock(), pool_size=1)
     store.migrate()
     store.close()
-    return TEMPLATE
+    yield TEMPLATE
+    _admin_execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
 
 
 @pytest.fixture
@@ -80,6 +82,7 @@ def empty_pg_url(pg_template: str) -> Iterator[str]:
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite file that does not exist yet (no schema)."""
     return f"sqlite:///{tmp_path / 'longcall.db'}"
 
 
@@ -87,5 +90,12 @@ def sqlite_url(tmp_path: Path) -> str:
 def db_url(request: pytest.FixtureRequest) -> str:
     """A fresh database with longcall's schema: each test runs on SQLite and on PostgreSQL."""
     if request.param == "sqlite":
-        return str(request.getfixturevalue("sqlite_url"))
+        url = str(request.getfixturevalue("sqlite_url"))
+        from longcall.clock import SystemClock
+        from longcall.store import open_store
+
+        store = open_store(url, SystemClock())
+        store.migrate()
+        store.close()
+        return url
     return str(request.getfixturevalue("pg_url"))

@@ -335,7 +335,10 @@ def test_postgres_restart_mid_claims_loses_nothing(pg_url: str, tmp_path: Path) 
         lines = read_log(*logs)
         calls = {job.call_id for job in app.list_jobs(limit=1000)}
         assert len(calls) == total
-        assert delivered_calls(lines) == Counter(dict.fromkeys(calls, 1))
+        # A commit whose answer the crash swallowed is retried, finds the response already
+        # stored and skips it, so the agent's own log may miss a delivery; it never shows two.
+        # The store is the record: exactly one closing response per call.
+        assert set(delivered_calls(lines).values()) <= {1}
         assert final_responses(app) == Counter(dict.fromkeys(calls, 1))
         assert log_kind(lines, "overlap") == []
         assert overlapping_runs(lines) == []

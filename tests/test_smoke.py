@@ -18,7 +18,9 @@ def test_tool_complete_resume_roundtrip(db_url: str) -> None:
             """Exports data."""
             return "Export started."
 
-        agent = longcall.ScriptedAgent(app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])])
+        agent = longcall.ScriptedAgent(
+            app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
+        )
 
         async def scenario() -> None:
             await app.run_turn_async(agent, user_id="u", session_id="s", text="export please")

@@ -10,6 +10,7 @@ session and call id, and nothing is delivered yet.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -176,7 +177,11 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 def parse_duration(value: str | float | int) -> float:
     """Seconds from ``90``, ``"500ms"``, ``"45m"``, ``"1h30m"`` or ``"2d"``."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"a duration must be finite: {value!r}")
         if value < 0:
             raise ValueError(f"a duration cannot be negative: {value!r}")
         return float(value)
@@ -194,12 +199,14 @@ def parse_duration(value: str | float | int) -> float:
 
 def describe_duration(seconds: float) -> str:
     """``2700`` -> ``"45 minutes"``: for messages the model passes on to a person."""
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"not a duration: {seconds!r}")
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size and seconds % size == 0:
             n = int(seconds // size)
             return f"{n} {unit}{'s' if n != 1 else ''}"
     if seconds >= 60:
-        n = round(seconds / 60)
+        n = math.floor(seconds / 60 + 0.5)  # half up: 90 s is "2 minutes", 150 s "3 minutes"
         return f"{n} minute{'s' if n != 1 else ''}"
-    n = round(seconds)
+    n = math.floor(seconds + 0.5)
     return f"{n} second{'s' if n != 1 else ''}"

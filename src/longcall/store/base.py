@@ -230,15 +230,22 @@ class Store(ABC):
         now = self._now()
 
         def work(tx: Tx) -> tuple[Job, bool]:
-            row = tx.one(
-                "insert_job",
-                job_id=new.job_id,
-                tool_name=new.tool_name,
-                args=dumps(dict(new.args)),
-                deadline=new.deadline,
-                now=now,
-                **new.ids.as_dict(),
-            )
+            try:
+                row = tx.one(
+                    "insert_job",
+                    job_id=new.job_id,
+                    tool_name=new.tool_name,
+                    args=dumps(dict(new.args)),
+                    deadline=new.deadline,
+                    now=now,
+                    **new.ids.as_dict(),
+                )
+            except Exception as exc:  # the unique (session, call) index: the call has a job
+                if not self._is_unique_violation(exc):
+                    raise
+                raise AttachConflict(
+                    new.job_id, {"call_id": ("(another job)", new.ids.call_id or "")}
+                ) from exc
             if row is None:
                 existing = tx.one("get_job", job_id=new.job_id)
                 if existing is None:  # deleted between the two statements: try again

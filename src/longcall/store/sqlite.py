@@ -106,12 +106,15 @@ class SqliteStore(Store):
             return conn
         if self._closed:
             raise StoreError("the store is closed")
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        self._set_wal(conn)
-        conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            self._set_wal(conn)
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         self._local.conn = conn
         with self._lock:
             self._all.append(conn)
@@ -165,18 +168,21 @@ class SqliteStore(Store):
 
     def _schema_version(self) -> int | None:
         conn = self._conn()
-        has_table = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lc_migrations'"
-        ).fetchone()
-        if has_table is None:
-            return None
-        row = conn.execute("SELECT MAX(version) FROM lc_migrations").fetchone()
+        try:
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lc_migrations'"
+            ).fetchone()
+            if has_table is None:
+                return None
+            row = conn.execute("SELECT MAX(version) FROM lc_migrations").fetchone()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot read the schema version of {self.path!r}: {exc}") from exc
         return None if row[0] is None else int(row[0])
 
     def _apply(self, script: str, version: int, name: str, *, from_version: int | None) -> bool:
         conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
             if self._schema_version() != from_version:
                 conn.execute("ROLLBACK")
                 return False  # another process got there first
