@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -121,6 +121,7 @@ class App:
         deadline: str | float | None = None,
         on_cancel: Callable[[JobHandle], Any] | None = None,
         description: str | None = None,
+        context_types: Sequence[type] = (),
     ) -> Callable[[F], LongRunningTool]: ...
 
     def long_running(
@@ -133,6 +134,7 @@ class App:
         deadline: str | float | None = None,
         on_cancel: Callable[[JobHandle], Any] | None = None,
         description: str | None = None,
+        context_types: Sequence[type] = (),
     ) -> LongRunningTool | Callable[[F], LongRunningTool]:
         """Register a long-running tool.
 
@@ -140,7 +142,8 @@ class App:
         that names the job: the same key is the same job, and its work is submitted once.
         ``deadline`` (``"45m"``) makes the sweeper answer for a result that never comes;
         ``on_cancel`` is called with the job when it expires or is cancelled, so the
-        external work can stop.
+        external work can stop. ``context_types``: parameter types a framework fills in
+        (google-adk's ``ToolContext``), hidden from the model like :class:`JobHandle`.
         """
 
         def register(f: Callable[..., Any]) -> LongRunningTool:
@@ -152,6 +155,7 @@ class App:
                 deadline=deadline,
                 on_cancel=on_cancel,
                 description=description,
+                context_types=context_types,
             )
             if tool.name in self.tools:
                 raise ConfigError(f"a tool named {tool.name!r} is already registered")

@@ -18,7 +18,7 @@ import logging
 import string
 import types
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
@@ -56,16 +56,12 @@ class JobHandle:
         return cls(job.job_id, job.tool_name, job.args, job.ids, attempt)
 
 
-# Parameters of these types are supplied by longcall or a framework, never by the model.
-CONTEXT_TYPES: list[type] = [JobHandle]
-
-
-def _context_type(annotation: Any) -> type | None:
+def _context_type(annotation: Any, context_types: Sequence[type]) -> type | None:
     """The context type a parameter asks for, plain or optional (``JobHandle | None``)."""
     if get_origin(annotation) in (Union, types.UnionType):
         members = [a for a in get_args(annotation) if a is not type(None)]
         annotation = members[0] if len(members) == 1 else None
-    if isinstance(annotation, type) and any(issubclass(annotation, t) for t in CONTEXT_TYPES):
+    if isinstance(annotation, type) and any(issubclass(annotation, t) for t in context_types):
         return annotation
     return None
 
@@ -83,6 +79,7 @@ class LongRunningTool:
         deadline: str | float | None = None,
         on_cancel: Callable[[JobHandle], Any] | None = None,
         description: str | None = None,
+        context_types: Sequence[type] = (),
     ) -> None:
         self.app = app
         self.func = func
@@ -93,6 +90,8 @@ class LongRunningTool:
         self.is_async = inspect.iscoroutinefunction(func)
         doc = description if description is not None else (inspect.getdoc(func) or "")
         self.description = f"{doc}\n\n{LONG_RUNNING_NOTE}" if doc else LONG_RUNNING_NOTE
+        # Parameters of these types are supplied by longcall or a framework, never the model.
+        self._context_types = (JobHandle, *context_types)
         self._context_params: dict[str, type] = {}
         self._model = self._build_model()
         if key is not None:
@@ -105,7 +104,7 @@ class LongRunningTool:
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise ConfigError(f"tool {self.name!r}: *args and **kwargs cannot be declared")
             annotation = hints.get(param.name, Any)
-            context = _context_type(annotation)
+            context = _context_type(annotation, self._context_types)
             if context is not None:
                 self._context_params[param.name] = context
                 continue
@@ -113,6 +112,11 @@ class LongRunningTool:
             fields[param.name] = (annotation, default)
         config = pydantic.ConfigDict(extra="forbid")
         return pydantic.create_model(f"{self.name}_args", __config__=config, **fields)
+
+    @property
+    def context_params(self) -> tuple[str, ...]:
+        """The parameters longcall or the framework fills in (hidden from the model)."""
+        return tuple(self._context_params)
 
     def _check_key(self, key: str) -> None:
         allowed = set(self._model.model_fields) | set(CallIds().as_dict())
@@ -163,21 +167,19 @@ class LongRunningTool:
     # -- calling ------------------------------------------------------------------------
 
     def call_body(
-        self, handle: JobHandle, args: Mapping[str, Any], context: Mapping[str, Any] | None = None
+        self, handle: JobHandle, args: Mapping[str, Any], context: Sequence[object] = ()
     ) -> Any:
         """Run the function itself (sync or async) with its context parameters filled."""
         kwargs = dict(args)
         for name, annotation in self._context_params.items():
             if issubclass(annotation, JobHandle):
                 kwargs[name] = handle
-            elif context and name in context:
-                kwargs[name] = context[name]
             else:
-                kwargs[name] = None
+                kwargs[name] = next((c for c in context if isinstance(c, annotation)), None)
         return self.func(**kwargs)
 
     async def call_body_async(
-        self, handle: JobHandle, args: Mapping[str, Any], context: Mapping[str, Any] | None = None
+        self, handle: JobHandle, args: Mapping[str, Any], context: Sequence[object] = ()
     ) -> Any:
         if self.is_async:
             return await self.call_body(handle, args, context)
@@ -197,7 +199,7 @@ class LongRunningTool:
         self,
         args: Mapping[str, Any],
         ids: CallIds | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: Sequence[object] = (),
     ) -> dict[str, Any]:
         """Start the job (or find it) and return the pending map, or an error map.
 
@@ -234,7 +236,7 @@ class LongRunningTool:
         self,
         args: Mapping[str, Any],
         ids: CallIds | None = None,
-        context: Mapping[str, Any] | None = None,
+        context: Sequence[object] = (),
     ) -> dict[str, Any]:
         """:meth:`invoke` for async callers; a sync body runs on a worker thread."""
         ids = ids or CallIds()

@@ -1,0 +1,158 @@
+"""The resume loop's side of google-adk: deliver function responses with ``Runner.run_async``.
+
+What ADK does that this runner absorbs: a response whose call id the session does not hold
+raises before anything is stored (it becomes :class:`~longcall.errors.UnknownCallError`, and
+the job is marked orphaned instead of retried); a response with ``id=None`` is dropped
+silently (never sent: every response carries the original call id); a duplicate completion
+makes the model answer again (:meth:`has_function_response` lets the resumer check first);
+and persistent session services raise a stale-session error when two runs overlap (retried
+with backoff; the session lease makes it rare).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.adk.errors._stale_session_error import StaleSessionError
+from google.adk.events.event import Event
+from google.adk.runners import Runner
+from google.adk.sessions.session import Session
+from google.genai import types
+
+from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
+from longcall.errors import AgentError, UnknownCallError
+
+log = logging.getLogger("longcall.adk")
+
+# Set while the resumer runs ADK: the resumer already holds the session's lease, so the
+# plugin must not wait for it (it would wait for itself).
+RESUMING: contextvars.ContextVar[bool] = contextvars.ContextVar("longcall_resuming", default=False)
+
+FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
+
+
+def to_agent_event(event: Event) -> AgentEvent:
+    """An ADK event in longcall's framework-neutral terms."""
+    text = None
+    if event.content and event.content.parts:
+        texts = [p.text for p in event.content.parts if p.text and not p.thought]
+        text = "".join(texts) or None
+    return AgentEvent(
+        author=event.author,
+        invocation_id=event.invocation_id,
+        text=text,
+        function_calls=tuple(
+            FunctionCall(c.id or "", c.name or "", dict(c.args or {}))
+            for c in event.get_function_calls()
+        ),
+        function_responses=tuple(
+            FunctionResponse(r.id or "", r.name or "", dict(r.response or {}))
+            for r in event.get_function_responses()
+        ),
+        long_running_ids=frozenset(event.long_running_tool_ids or ()),
+    )
+
+
+def to_content(message: Message) -> types.Content:
+    """A longcall message as the user content ADK takes."""
+    if message.text is not None:
+        return types.Content(role="user", parts=[types.Part(text=message.text)])
+    parts = []
+    for response in message.function_responses:
+        if not response.id:
+            raise ValueError("a function response without its call id would be dropped by ADK")
+        parts.append(
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=response.id, name=response.name, response=response.response
+                )
+            )
+        )
+    return types.Content(role="user", parts=parts)
+
+
+def calls_in(session: Session) -> dict[str, str]:
+    """Function call id -> invocation id, for every call the session holds."""
+    return {
+        call.id: event.invocation_id
+        for event in session.events
+        for call in event.get_function_calls()
+        if call.id
+    }
+
+
+class AdkAgentRunner:
+    """An :class:`~longcall.agents.AgentRunner` over a google-adk ``Runner``."""
+
+    def __init__(
+        self, runner: Runner, *, stale_retries: int = 6, stale_backoff: float = 0.05
+    ) -> None:
+        self.runner = runner
+        self.app_name: str = runner.app_name
+        self.stale_retries = stale_retries
+        self.stale_backoff = stale_backoff
+
+    async def _session(self, user_id: str, session_id: str) -> Session | None:
+        session: Session | None = await self.runner.session_service.get_session(
+            app_name=self.app_name, user_id=user_id, session_id=session_id
+        )
+        return session
+
+    async def run(
+        self, *, user_id: str, session_id: str, message: Message
+    ) -> AsyncIterator[AgentEvent]:
+        content = to_content(message)
+        if message.function_responses:
+            session = await self._session(user_id, session_id)
+            known = calls_in(session) if session is not None else {}
+            unknown = [r.id for r in message.function_responses if r.id not in known]
+            if unknown:
+                raise UnknownCallError(
+                    f"ADK session {session_id!r} of user {user_id!r} has no function call "
+                    f"{unknown[0]!r}"
+                )
+        token = RESUMING.set(True)
+        try:
+            for attempt in range(1, self.stale_retries + 1):
+                yielded = False
+                try:
+                    async for event in self.runner.run_async(
+                        user_id=user_id, session_id=session_id, new_message=content
+                    ):
+                        yielded = True
+                        yield to_agent_event(event)
+                    return
+                except StaleSessionError as exc:
+                    # Raised when the user event is appended, before the model ran; once
+                    # events went out, the run is not ours to repeat.
+                    if yielded or attempt == self.stale_retries:
+                        raise AgentError(f"ADK session {session_id!r} stayed stale: {exc}") from exc
+                    delay = self.stale_backoff * 2 ** (attempt - 1) * (0.5 + random.random())
+                    log.warning("stale ADK session %s, retrying in %.2fs", session_id, delay)
+                    await asyncio.sleep(delay)
+                except ValueError as exc:
+                    if "Function call not found" in str(exc):
+                        raise UnknownCallError(str(exc)) from exc
+                    raise
+        finally:
+            # A generator closed from another context (garbage collection) cannot reset.
+            with contextlib.suppress(ValueError):
+                RESUMING.reset(token)
+
+    async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
+        """Whether the session already holds a closing (terminal) response to ``call_id``."""
+        session = await self._session(user_id, session_id)
+        if session is None:
+            return False
+        for event in session.events:
+            for response in event.get_function_responses():
+                body: dict[str, Any] = dict(response.response or {})
+                if response.id == call_id and body.get("status") in FINAL_STATUSES:
+                    return True
+        return False
