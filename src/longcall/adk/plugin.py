@@ -53,7 +53,9 @@ class LongcallPlugin(BasePlugin):
         super().__init__(name)
         self._app = app
         self.wait_limit = wait_limit
-        self._held: dict[str, _Held] = {}
+        # Keyed by the invocation context itself: ADK may change its invocation id after
+        # on_user_message_callback (a function response joins the invocation it answers).
+        self._held: dict[int, _Held] = {}
 
     @property
     def app(self) -> App:
@@ -79,7 +81,7 @@ class LongcallPlugin(BasePlugin):
         held.observer = CallObserver(
             self.app, app_name=session.app_name, user_id=session.user_id, session_id=session.id
         )
-        self._held[ic.invocation_id] = held
+        self._held[id(ic)] = held
         if RESUMING.get():
             return  # the resumer holds the lease for this run already
         app = self.app
@@ -130,7 +132,7 @@ class LongcallPlugin(BasePlugin):
         self, *, invocation_context: InvocationContext, event: Event
     ) -> Event | None:
         try:
-            held = self._held.get(invocation_context.invocation_id)
+            held = self._held.get(id(invocation_context))
             if held is not None and held.observer is not None:
                 await held.observer.observe(to_agent_event(event))
         except Exception:
@@ -146,7 +148,7 @@ class LongcallPlugin(BasePlugin):
         await self._release(invocation_context)
 
     async def _release(self, ic: InvocationContext) -> None:
-        held = self._held.pop(ic.invocation_id, None)
+        held = self._held.pop(id(ic), None)
         if held is None or not held.holder:
             return
         try:
