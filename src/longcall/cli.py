@@ -106,11 +106,21 @@ def main(verbose: int) -> None:
     default=None,
     help="Database URL (default: a throwaway SQLite file).",
 )
-def demo(database: str | None) -> None:
+@click.option(
+    "--adk",
+    is_flag=True,
+    help="Play it on google-adk (extra 'adk'); Gemini when GOOGLE_API_KEY is set.",
+)
+def demo(database: str | None, adk: bool) -> None:
     """Play the worked example: a 19-minute report, a duplicate, a deadline."""
     from longcall.demo import run_demo
 
-    sys.exit(run_demo(database))
+    if adk:
+        try:
+            import longcall.adk  # noqa: F401
+        except ImportError as exc:
+            raise click.UsageError(str(exc)) from exc
+    sys.exit(run_demo(database, adk=adk))
 
 
 @main.command()

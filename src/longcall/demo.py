@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 
-from longcall.agents import AgentEvent
+from longcall.agents import AgentEvent, AgentRunner
 from longcall.app import App
 from longcall.clock import FakeClock
 from longcall.jobs import Delivery, JobState
@@ -76,35 +77,66 @@ class Timeline:
             self.console.print(f"          [red]✗ {what}[/red]", highlight=False)
 
 
-async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
+class Conversation(Protocol):
+    """One user's session with an agent, as the demo drives it."""
+
+    runner: AgentRunner  # what the resumer delivers through
+
+    async def ask(self, text: str) -> list[AgentEvent]: ...
+
+    async def history(self) -> list[AgentEvent]: ...
+
+
+ReportTool = Callable[..., dict[str, Any]]
+RULES = [
+    Rule(
+        r"sales report for (\d{4}-Q[1-4]) (\w+)",
+        calls=[("start_sales_report", lambda m: {"quarter": m[1], "region": m[2].upper()})],
+    ),
+    Rule(r"vacation", reply="You have 12 vacation days left this year."),
+]
+
+
+class ScriptedConversation:
+    """The built-in scripted agent, sessions in longcall's own store."""
+
+    def __init__(self, app: App, tool: ReportTool) -> None:
+        app.long_running(key="report:{quarter}:{region}", deadline="45m")(tool)
+        self.app = app
+        self.agent = ScriptedAgent(app, rules=RULES)
+        self.runner: AgentRunner = self.agent
+
+    async def ask(self, text: str) -> list[AgentEvent]:
+        return await self.app.run_turn_async(
+            self.agent, user_id=USER, session_id=SESSION, text=text
+        )
+
+    async def history(self) -> list[AgentEvent]:
+        return await self.agent.history(SESSION)
+
+
+async def play(
+    app: App,
+    clock: FakeClock,
+    console: Console,
+    conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation,
+) -> Timeline:
     """Run the worked example against ``app`` and return the timeline with its checks."""
     line = Timeline(console, clock)
     batch_queue: list[str] = []
 
-    @app.long_running(key="report:{quarter}:{region}", deadline="45m")
     def start_sales_report(quarter: str, region: str, job: JobHandle) -> dict[str, Any]:
         """Starts a sales report build for a quarter (like 2026-Q3) and a region code."""
         batch_queue.append(job.id)  # the batch system takes the job id as its idempotency key
         return {"message": "Report build started; typical time is 15-25 minutes."}
 
-    agent = ScriptedAgent(
-        app,
-        rules=[
-            Rule(
-                r"sales report for (\d{4}-Q[1-4]) (\w+)",
-                calls=[
-                    ("start_sales_report", lambda m: {"quarter": m[1], "region": m[2].upper()}),
-                ],
-            ),
-            Rule(r"vacation", reply="You have 12 vacation days left this year."),
-        ],
-    )
-    resumer = app.resumer(agent, on_event=lambda job, event: line.events([event]))
+    chat = conversation(app, start_sales_report)
+    resumer = app.resumer(chat.runner, on_event=lambda job, event: line.events([event]))
     sweeper = app.sweeper()
 
     async def ask(text: str) -> None:
         line.say("user", text, "bold")
-        line.events(await app.run_turn_async(agent, user_id=USER, session_id=SESSION, text=text))
+        line.events(await chat.ask(text))
 
     line.at("10:00:00")
     await ask("Please build the sales report for 2026-Q3 EMEA.")
@@ -133,7 +165,7 @@ async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
     again = await app.complete_async("report:2026-Q3:EMEA", result)
     line.check(not again.changed, "the duplicate completion changed nothing")
     line.check(await resumer.run_once() == 0, "and nothing was delivered twice")
-    history = await agent.history(SESSION)
+    history = await chat.history()
     finals = [r for e in history if e.author == "user" for r in e.function_responses]
     line.check(
         len(finals) == 1 and finals[0].response.get("result") == result,
@@ -164,18 +196,32 @@ async def play(app: App, clock: FakeClock, console: Console) -> Timeline:
     return line
 
 
-def run_demo(database: str | None = None, console: Console | None = None) -> int:
-    """Play the demo; return the process exit status (0 when every check passed)."""
+def run_demo(
+    database: str | None = None, console: Console | None = None, *, adk: bool = False
+) -> int:
+    """Play the demo; return the process exit status (0 when every check passed).
+
+    With ``adk`` the agent is google-adk's Runner with longcall's tool, plugin and resume
+    runner; the model is the offline scripted one unless ``GOOGLE_API_KEY`` is set.
+    """
     console = console or Console()
     clock = FakeClock(START)
+    conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation
+    agent_name = "the scripted agent"
+    if adk:
+        from longcall.adk.demo import AdkConversation, model_name
+
+        conversation = AdkConversation
+        agent_name = f"google-adk with {model_name()}"
     with tempfile.TemporaryDirectory(prefix="longcall-demo-") as tmp:
         url = database or f"sqlite:///{Path(tmp) / 'demo.db'}"
         console.print(
-            f"[bold]longcall demo[/bold]: the 19-minute report, on a fake clock ({url})\n"
+            f"[bold]longcall demo[/bold]: the 19-minute report, on a fake clock, "
+            f"with {agent_name} ({url})\n"
         )
         app = App(url, clock=clock)
         try:
-            line = asyncio.run(play(app, clock, console))
+            line = asyncio.run(play(app, clock, console, conversation))
         finally:
             app.close()
     if line.failures:

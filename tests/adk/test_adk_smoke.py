@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -100,3 +101,20 @@ def test_call_progress_and_completion_resume_the_adk_session(tmp_path: Path) -> 
         app.close()
 
     asyncio.run(scenario())
+
+
+def test_demo_plays_the_worked_example_on_adk() -> None:
+    """`longcall demo --adk` runs the worked example through a real ADK Runner, offline."""
+    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_API_KEY"}
+    env["COLUMNS"] = "200"
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "longcall"), "demo", "--adk"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "with google-adk with the offline scripted model" in proc.stdout
+    assert "rowCount 48213" in proc.stdout and "No result within 45 minutes" in proc.stdout
+    assert "all 12 checks passed" in proc.stdout and "✗" not in proc.stdout
