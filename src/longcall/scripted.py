@@ -44,7 +44,8 @@ def default_reply(response: FunctionResponse) -> str:
     status = body.get("status")
     name = response.name
     if status == "pending":
-        return f"I've started {name}. {body.get('message', '')} I'll let you know when it's done."
+        said = f" {body['message']}" if body.get("message") else ""
+        return f"I've started {name}.{said} I'll let you know when it's done."
     if status == "error":
         return f"I couldn't run {name}: {body.get('message', 'unknown error')}"
     if status == "running":

@@ -36,6 +36,7 @@ class _Held:
     holder: str
     renewer: asyncio.Task[None] | None = None
     observer: CallObserver | None = None
+    owner: asyncio.Task[Any] | None = None  # the task running the turn
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,7 +98,8 @@ class LongcallPlugin(BasePlugin):
             waited += delay
             delay = min(delay * 2, 0.25)
         held.holder = holder
-        held.renewer = asyncio.create_task(self._renew(held))
+        held.owner = asyncio.current_task()
+        held.renewer = asyncio.create_task(self._renew(id(ic), held))
         if waited:
             await self._refresh(ic)
 
@@ -116,10 +118,21 @@ class LongcallPlugin(BasePlugin):
         if hasattr(fresh, "_storage_update_marker"):
             session._storage_update_marker = fresh._storage_update_marker
 
-    async def _renew(self, held: _Held) -> None:
+    async def _renew(self, key: int, held: _Held) -> None:
         app = self.app
         while True:
-            await asyncio.sleep(app.session_lease / 3)
+            if held.owner is None:
+                await asyncio.sleep(app.session_lease / 3)
+            else:
+                await asyncio.wait({held.owner}, timeout=app.session_lease / 3)
+                if held.owner.done():
+                    # A cancelled run gets neither after_run nor on_run_error from ADK: once
+                    # the task that ran the turn is gone, so is the turn; give the lease back.
+                    if self._held.get(key) is held:
+                        del self._held[key]
+                    held.renewer = None
+                    await self._give_back(held)
+                    return
             try:
                 if not await app.in_thread(
                     app.store.renew_session, held.session_id, held.holder, ttl=app.session_lease
@@ -151,11 +164,14 @@ class LongcallPlugin(BasePlugin):
         held = self._held.pop(id(ic), None)
         if held is None or not held.holder:
             return
+        if held.renewer is not None:
+            held.renewer.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await held.renewer
+        await self._give_back(held)
+
+    async def _give_back(self, held: _Held) -> None:
         try:
-            if held.renewer is not None:
-                held.renewer.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await held.renewer
             await self.app.in_thread(self.app.store.release_session, held.session_id, held.holder)
         except Exception:
             log.exception("longcall could not release session %s", held.session_id)
