@@ -102,7 +102,8 @@ class CallObserver:
             if response.id not in self._open:
                 continue
             job_id = response.response.get("jobId")
-            if not isinstance(job_id, str):
+            if not isinstance(job_id, str) or self._app.is_joined(response.id):
+                self._open.pop(response.id, None)
                 continue
             ids = CallIds(
                 self._ids.app_name,

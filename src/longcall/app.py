@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -78,6 +79,9 @@ class App:
         self.session_lease = parse_duration(session_lease)
         self.holder = new_holder_id()
         self.tools: dict[str, LongRunningTool] = {}
+        # Calls whose job this process created with the whole join: an observer that sees
+        # their pending response has nothing to attach (a bounded memory, not a record).
+        self._joined_calls: OrderedDict[str, None] = OrderedDict()
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="longcall")
 
     # -- plumbing -----------------------------------------------------------------------
@@ -219,6 +223,17 @@ class App:
 
     async def attach_async(self, job_id: str, ids: CallIds) -> Job:
         return await self.in_thread(self.store.attach, job_id, ids)
+
+    def joined(self, job: Job) -> None:
+        """Remember that ``job`` was created with its session and call id."""
+        if job.call_id is not None and job.session_id is not None:
+            self._joined_calls[job.call_id] = None
+            if len(self._joined_calls) > 10_000:
+                self._joined_calls.popitem(last=False)
+
+    def is_joined(self, call_id: str) -> bool:
+        """Whether this process created the job of ``call_id`` with the whole join."""
+        return call_id in self._joined_calls
 
     def attach_quietly(self, job: Job, ids: CallIds) -> Job:
         """Attach what is missing; a conflict is recorded on the job, logged, and not raised."""

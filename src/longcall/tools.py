@@ -230,6 +230,7 @@ class LongRunningTool:
             return self._abandoned(job, exc)
         message = message_of(returned)
         store.finish_dispatch(job.job_id, message)
+        self.app.joined(job)
         return pending_map(job, message)
 
     async def invoke_async(
@@ -260,6 +261,7 @@ class LongRunningTool:
             return self._abandoned(job, exc)
         message = message_of(returned)
         await app.in_thread(store.finish_dispatch, job.job_id, message)
+        app.joined(job)
         return pending_map(job, message)
 
     def __call__(self, **kwargs: Any) -> dict[str, Any]:

@@ -289,10 +289,16 @@ class Store(ABC):
     def attach(self, job_id: str, ids: CallIds) -> Job:
         """Fill the job's empty id columns; refuse (and record) a conflicting mapping.
 
-        Repeating an attach with the same ids changes nothing. A job that is already terminal
-        becomes ready for delivery the moment both session and call id are known.
+        Repeating an attach with the same ids changes nothing and writes nothing (a read
+        answers it: ids, once set, never change). A job that is already terminal becomes
+        ready for delivery the moment both session and call id are known.
         """
         now = self._now()
+        seen = self._transact(lambda tx: tx.one("get_job", job_id=job_id), write=False)
+        if seen is not None:
+            fill, conflicts = plan_attach(job_from_row(seen), ids)
+            if not fill and not conflicts:
+                return job_from_row(seen)
 
         def work(tx: Tx) -> Job | AttachConflict:
             row = tx.one("get_job_for_update", job_id=job_id)
