@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import logging
 import random
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -97,11 +98,19 @@ class AdkAgentRunner:
         self.app_name: str = runner.app_name
         self.stale_retries = stale_retries
         self.stale_backoff = stale_backoff
+        # Call ids seen per session. A call never leaves a session, so a call seen once
+        # needs no new load of the session to prove it exists (loads cost the most here).
+        self._known_calls: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
 
     async def _session(self, user_id: str, session_id: str) -> Session | None:
         session: Session | None = await self.runner.session_service.get_session(
             app_name=self.app_name, user_id=user_id, session_id=session_id
         )
+        if session is not None:
+            self._known_calls[(user_id, session_id)] = set(calls_in(session))
+            self._known_calls.move_to_end((user_id, session_id))
+            if len(self._known_calls) > 1000:
+                self._known_calls.popitem(last=False)
         return session
 
     async def run(
@@ -109,9 +118,12 @@ class AdkAgentRunner:
     ) -> AsyncIterator[AgentEvent]:
         content = to_content(message)
         if message.function_responses:
-            session = await self._session(user_id, session_id)
-            known = calls_in(session) if session is not None else {}
-            unknown = [r.id for r in message.function_responses if r.id not in known]
+            wanted = {r.id for r in message.function_responses}
+            known = self._known_calls.get((user_id, session_id), set())
+            if not wanted <= known:
+                session = await self._session(user_id, session_id)
+                known = set(calls_in(session)) if session is not None else set()
+            unknown = sorted(wanted - known)
             if unknown:
                 raise UnknownCallError(
                     f"ADK session {session_id!r} of user {user_id!r} has no function call "
