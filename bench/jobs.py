@@ -112,6 +112,9 @@ class RawSqlite:
         self.conn.execute("COMMIT")
         return result
 
+    def read(self, name: str, **p: Any) -> list[Any]:
+        return self.conn.execute(self.q[name], p).fetchall()
+
     def close(self) -> None:
         self.conn.close()
 
@@ -132,6 +135,11 @@ class RawPostgres:
                 return cur.fetchall() if cur.description else []
 
             return work(ex)
+
+    def read(self, name: str, **p: Any) -> list[Any]:
+        with self.conn.cursor() as cur:
+            cur.execute(self.q[name], p)
+            return cur.fetchall()
 
     def close(self) -> None:
         self.conn.close()
@@ -217,21 +225,35 @@ def raw_lifecycle(
 
                     db.tx(create)
                     db.tx(dispatched)
-                    db.tx(attach)
+                    db.read("get_job", job_id=job_id)  # longcall reads first: a no-op
+                    db.tx(attach)  # attach writes nothing
                     db.tx(complete)
                 while True:
 
                     def claim(ex: Any) -> list[Any]:
-                        got = []
-                        for row in ex("claim_candidates", now=now(), limit=BATCH):
+                        rows = ex("claim_candidates", now=now(), limit=BATCH)
+                        leased = {
+                            session
+                            for session in sorted({row["session_id"] for row in rows})
                             if ex(
                                 "take_session_lease",
-                                session_id=row["session_id"],
+                                session_id=session,
                                 holder=holder,
                                 kind="resume",
                                 ttl=60,
                                 now=now(),
-                            ):
+                            )
+                        }
+                        got = []
+                        for session in dict.fromkeys(row["session_id"] for row in rows):
+                            if session not in leased:
+                                continue
+                            ready = (
+                                ex("session_ready_jobs", session_id=session, now=now())
+                                if len(rows) >= BATCH
+                                else [row for row in rows if row["session_id"] == session]
+                            )
+                            for row in ready:
                                 got += ex(
                                     "claim_job",
                                     job_id=row["job_id"],

@@ -89,12 +89,16 @@ def _loads(value: Any) -> Any:
     return None if value is None else json.loads(value)
 
 
+_STATES = {state.value: state for state in JobState}
+_DELIVERIES = {delivery.value: delivery for delivery in Delivery}
+
+
 def job_from_row(row: Row) -> Job:
-    """The one place a job row becomes a :class:`Job`."""
+    """The one place a job row becomes a :class:`Job` (on every operation: kept lean)."""
     return Job(
         job_id=row["job_id"],
         tool_name=row["tool_name"],
-        state=JobState(row["state"]),
+        state=_STATES[row["state"]],
         args=_loads(row["args"]) or {},
         result=_loads(row["result"]),
         app_name=row["app_name"],
@@ -112,7 +116,7 @@ def job_from_row(row: Row) -> Job:
         updated_at=row["updated_at"],
         finished_at=row["finished_at"],
         delivered_at=row["delivered_at"],
-        delivery=Delivery(row["delivery"]),
+        delivery=_DELIVERIES[row["delivery"]],
         available_at=row["available_at"],
         claim_holder=row["claim_holder"],
         attempts=row["attempts"],
@@ -463,12 +467,18 @@ class Store(ABC):
                 is not None
             }
             # With its session in hand, take every ready job of it, not only those within
-            # the limit, so the calls of one invocation go out as one message.
+            # the limit, so the calls of one invocation go out as one message. When the
+            # limit cut nothing off, the candidates are all there is.
+            truncated = len(rows) >= limit
             claimed = []
             for session_id in dict.fromkeys(row["session_id"] for row in rows):
                 if session_id not in leased:
                     continue
-                for row in tx.all("session_ready_jobs", session_id=session_id, now=now):
+                if truncated:
+                    ready = tx.all("session_ready_jobs", session_id=session_id, now=now)
+                else:
+                    ready = [row for row in rows if row["session_id"] == session_id]
+                for row in ready:
                     got = tx.one(
                         "claim_job", job_id=row["job_id"], holder=holder, lease=lease, now=now
                     )
