@@ -210,6 +210,11 @@ class LongRunningTool:
         self.app.refuse_in_loop(f"{self.name}.invoke")
         if self.is_async:
             return asyncio.run(self.invoke_async(args, ids, context))
+        return self._invoke_sync(args, ids, context)
+
+    def _invoke_sync(
+        self, args: Mapping[str, Any], ids: CallIds | None, context: Sequence[object]
+    ) -> dict[str, Any]:
         ids = ids or CallIds()
         try:
             values = self.validate(args)
@@ -239,13 +244,20 @@ class LongRunningTool:
         ids: CallIds | None = None,
         context: Sequence[object] = (),
     ) -> dict[str, Any]:
-        """:meth:`invoke` for async callers; a sync body runs on a worker thread."""
+        """:meth:`invoke` for async callers.
+
+        A sync tool runs whole (its store calls and its body) in one hop to the app's
+        thread pool; an async body runs on the loop.
+        """
+        app = self.app
+        if not self.is_async:
+            return await app.in_thread(self._invoke_sync, args, ids, context)
         ids = ids or CallIds()
         try:
             values = self.validate(args)
         except ToolArgumentsError as exc:
             return exc.as_response()
-        app, store = self.app, self.app.store
+        store = app.store
         job, created = await app.in_thread(
             store.create_job,
             self._new_job(values, ids),
