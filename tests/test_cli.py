@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +17,9 @@ from click.testing import CliRunner
 
 import longcall
 from longcall.cli import main
+from longcall.clock import SystemClock
+from longcall.store.queries import migrations
+from longcall.store.sqlite import SqliteStore
 
 
 def test_demo_runs_the_worked_example_and_exits_zero() -> None:
@@ -48,7 +52,7 @@ def test_migrate_then_check(tmp_path: Path) -> None:
     check = runner.invoke(main, ["migrate", "--database", url, "--check"])
     assert check.exit_code == 1 and "schema version 0" in check.output
     first = runner.invoke(main, ["migrate", "--database", url])
-    assert first.exit_code == 0 and "applied 1" in first.output
+    assert first.exit_code == 0 and "created the schema; schema version 2" in first.output
     second = runner.invoke(main, ["migrate", "--database", url])
     assert second.exit_code == 0 and "nothing to do" in second.output
     assert runner.invoke(main, ["migrate", "--database", url, "--check"]).exit_code == 0
@@ -195,3 +199,24 @@ def test_worker_command_delivers_and_stops_on_sigterm(tmp_path: Path) -> None:
 def asyncio_history(agent: longcall.ScriptedAgent, session_id: str) -> list[longcall.AgentEvent]:
     """The scripted agent's session history, from sync code."""
     return asyncio.run(agent.history(session_id))
+
+
+def test_migrate_upgrades_an_older_schema_step_by_step(tmp_path: Path) -> None:
+    """A database at schema 1 is upgraded by the missing migrations, keeping its jobs."""
+    path = tmp_path / "old.db"
+    store = SqliteStore(path, SystemClock())
+    first = migrations("sqlite")[0]
+    assert store._apply(first.sql, first.version, first.name, from_version=None)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO lc_jobs (job_id, tool_name, created_at, updated_at) "
+            "VALUES ('old-job', 'export', 1, 1)"
+        )
+    outdated = CliRunner().invoke(main, ["jobs", "list", "--database", f"sqlite:///{path}"])
+    assert outdated.exit_code == 4 and "longcall migrate" in outdated.output
+    result = CliRunner().invoke(main, ["migrate", "--database", f"sqlite:///{path}"])
+    assert result.exit_code == 0
+    assert "applied migration(s) 2; schema version 2" in result.output
+    with longcall.App(f"sqlite:///{path}", migrate=False) as app:
+        assert [j.job_id for j in app.list_jobs()] == ["old-job"]

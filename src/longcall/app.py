@@ -24,6 +24,7 @@ from longcall.clock import Clock, SystemClock
 from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
 from longcall.jobs import CallIds, FinishOutcome, Job, JobEvent, JobState, parse_duration
 from longcall.store import Store, open_store
+from longcall.store.base import Ingested
 from longcall.tools import JobHandle, LongRunningTool
 
 if TYPE_CHECKING:
@@ -214,6 +215,56 @@ class App:
     ) -> Job | None:
         return await self.in_thread(
             self.store.progress, job_id, data, notify=notify_model, throttle=self.progress_throttle
+        )
+
+    def ingest(
+        self,
+        *,
+        source: str,
+        delivery_id: str,
+        job_id: str,
+        kind: str,
+        payload: Any = None,
+        notify_model: bool = False,
+    ) -> Ingested:
+        """Apply a delivery from outside at most once per ``(source, delivery_id)``.
+
+        For verified webhooks: ``kind`` is ``complete``, ``fail``, ``cancel`` or
+        ``progress``; a repeat is a ``duplicate`` and changes nothing; a result for a job not
+        created yet is kept and applied when it is (see :meth:`Store.ingest`).
+        """
+        self.refuse_in_loop("ingest")
+        return self.store.ingest(
+            source=source,
+            delivery_id=delivery_id,
+            job_id=job_id,
+            kind=kind,
+            payload=payload,
+            notify=notify_model,
+            throttle=self.progress_throttle,
+        )
+
+    async def ingest_async(
+        self,
+        *,
+        source: str,
+        delivery_id: str,
+        job_id: str,
+        kind: str,
+        payload: Any = None,
+        notify_model: bool = False,
+    ) -> Ingested:
+        return await self.in_thread(
+            functools.partial(
+                self.store.ingest,
+                source=source,
+                delivery_id=delivery_id,
+                job_id=job_id,
+                kind=kind,
+                payload=payload,
+                notify=notify_model,
+                throttle=self.progress_throttle,
+            )
         )
 
     def attach(self, job_id: str, ids: CallIds) -> Job:

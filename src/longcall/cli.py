@@ -143,10 +143,14 @@ def migrate(database: str, check: bool) -> None:
             latest = latest_version(store.dialect)
             click.echo(f"schema version {current or 0}, this longcall needs {latest}")
             sys.exit(0 if current == latest else EXIT_CHECK_FAILED)
+        before = store.schema_version()
         applied = store.migrate()
         version = store.schema_version()
-        if applied:
-            click.echo(f"applied {', '.join(map(str, applied))}; schema version {version}")
+        if applied and before is None:
+            click.echo(f"created the schema; schema version {version}")
+        elif applied:
+            steps = ", ".join(map(str, applied))
+            click.echo(f"applied migration(s) {steps}; schema version {version}")
         else:
             click.echo(f"schema version {version} is current; nothing to do")
     except StoreError as exc:

@@ -8,14 +8,12 @@ runs them on a thread pool for its ``*_async`` methods.
 
 from __future__ import annotations
 
-import json
 import logging
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from longcall.clock import Clock
 from longcall.errors import AttachConflict, JobNotFound, SchemaError, StoreError
 from longcall.jobs import (
     CallIds,
@@ -27,24 +25,27 @@ from longcall.jobs import (
     plan_attach,
 )
 from longcall.store import queries as sql
+from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
+from longcall.store.sessions import SessionEvent, SessionOps
+
+__all__ = [
+    "INGEST_KINDS",
+    "NOTIFY_CHANNEL",
+    "Ingested",
+    "NewJob",
+    "OutboxItem",
+    "Row",
+    "SessionEvent",
+    "Store",
+    "StoreCore",
+    "T",
+    "Tx",
+    "dumps",
+    "job_from_row",
+    "loads",
+]
 
 log = logging.getLogger("longcall.store")
-T = TypeVar("T")
-Row = Mapping[str, Any]
-
-NOTIFY_CHANNEL = "longcall"
-
-
-class Tx(Protocol):
-    """One open transaction: runs named queries of the store's dialect."""
-
-    def one(self, query: str, **params: Any) -> Row | None: ...
-
-    def all(self, query: str, **params: Any) -> list[Row]: ...
-
-    def run(self, query: str, **params: Any) -> int:
-        """Execute and return the number of rows changed."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,24 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
+class Ingested:
+    """What a delivery from outside did: ``applied``, ``unchanged`` (the job had finished),
+    ``duplicate`` (seen before), ``early`` (kept for a job not created yet) or ``unknown_job``
+    (progress for a job that does not exist)."""
+
+    outcome: str
+    job: Job | None
+
+
+INGEST_KINDS: dict[str, JobState | None] = {
+    "complete": JobState.SUCCEEDED,
+    "fail": JobState.FAILED,
+    "cancel": JobState.CANCELLED,
+    "progress": None,
+}
+
+
+@dataclass(frozen=True, slots=True)
 class OutboxItem:
     """Work to hand to the outside world after the job row committed."""
 
@@ -67,26 +86,6 @@ class OutboxItem:
     tool_name: str
     args: dict[str, Any]
     attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class SessionEvent:
-    """One event of a scripted-agent session."""
-
-    session_id: str
-    seq: int
-    invocation_id: str
-    author: str
-    content: dict[str, Any]
-    created_at: float
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _loads(value: Any) -> Any:
-    return None if value is None else json.loads(value)
 
 
 _STATES = {state.value: state for state in JobState}
@@ -99,15 +98,15 @@ def job_from_row(row: Row) -> Job:
         job_id=row["job_id"],
         tool_name=row["tool_name"],
         state=_STATES[row["state"]],
-        args=_loads(row["args"]) or {},
-        result=_loads(row["result"]),
+        args=loads(row["args"]) or {},
+        result=loads(row["result"]),
         app_name=row["app_name"],
         user_id=row["user_id"],
         session_id=row["session_id"],
         call_id=row["call_id"],
         invocation_id=row["invocation_id"],
         pending_message=row["pending_message"],
-        progress=_loads(row["progress"]),
+        progress=loads(row["progress"]),
         progress_seq=row["progress_seq"],
         notify_seq=row["notify_seq"],
         notified_seq=row["notified_seq"],
@@ -124,27 +123,10 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(ABC):
+class Store(SessionOps):
     """The job table and its companions, on one database."""
 
     dialect: str
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self._queries = sql.queries(self.dialect)
-        # Called (from any thread) after a commit made a job ready or freed a session, so an
-        # in-process resumer wakes at once instead of at its next poll.
-        self.ready_listeners: list[Callable[[], None]] = []
-
-    # -- what subclasses provide --------------------------------------------------------
-
-    @abstractmethod
-    def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
-        """Run ``work`` in one transaction, retrying it whole on transient errors.
-
-        ``work`` must be safe to run again: it is, for every operation here, because each
-        is a conditional update or an insert-if-absent.
-        """
 
     @abstractmethod
     def _schema_version(self) -> int | None:
@@ -160,20 +142,6 @@ class Store(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
-
-    def _now(self) -> float | None:
-        """The time to compare with, or None to let the database use its own clock."""
-        return self.clock.now() if self.clock.authoritative else None
-
-    def q(self, name: str) -> str:
-        return self._queries[name]
-
-    def _ready(self, tx: Tx) -> None:
-        tx.run("notify", channel=NOTIFY_CHANNEL, payload="ready")
-
-    def _after_ready(self) -> None:
-        for listener in list(self.ready_listeners):
-            listener()
 
     # -- schema -------------------------------------------------------------------------
 
@@ -263,6 +231,13 @@ class Store(ABC):
                 holder=holder,
                 now=now,
             )
+            early = tx.one("take_early_result", job_id=new.job_id)
+            if early is not None:  # its result came from outside before the job existed
+                state = JobState(early["state"])
+                finished = self._finish_in(
+                    tx, new.job_id, state, loads(early["result"]), False, now
+                )
+                return finished.job, True
             return job_from_row(row), True
 
         return self._transact(work)
@@ -345,34 +320,7 @@ class Store(ABC):
         no sooner than ``throttle`` seconds after the last one it heard.
         """
         now = self._now()
-
-        def work(tx: Tx) -> Job | None:
-            row = tx.one(
-                "record_progress",
-                job_id=job_id,
-                data=dumps(data),
-                notify=notify,
-                throttle=throttle,
-                now=now,
-            )
-            if row is None:
-                if tx.one("get_job", job_id=job_id) is None:
-                    raise JobNotFound(job_id)
-                return None
-            job = job_from_row(row)
-            tx.run(
-                "insert_event",
-                job_id=job_id,
-                seq=job.progress_seq,
-                kind="progress",
-                data=dumps({"data": data, "notifyModel": notify}),
-                now=now,
-            )
-            if job.delivery is Delivery.READY:
-                self._ready(tx)
-            return job
-
-        job = self._transact(work)
+        job = self._transact(lambda tx: self._progress_in(tx, job_id, data, notify, throttle, now))
         if job is not None and job.delivery is Delivery.READY:
             self._after_ready()
         return job
@@ -390,46 +338,147 @@ class Store(ABC):
             raise ValueError(f"{state} is not a terminal state")
         now = self._now()
 
-        def work(tx: Tx) -> FinishOutcome:
-            row = tx.one(
-                "finish_job", job_id=job_id, state=state.value, result=dumps(result), now=now
-            )
-            if row is None:
-                current = tx.one("get_job", job_id=job_id)
-                if current is None:
-                    raise JobNotFound(job_id)
-                job = job_from_row(current)
-                self._event(
-                    tx,
-                    job_id,
-                    "ignored",
-                    {
-                        "state": state.value,
-                        "result": result,
-                        "reason": f"already {job.state.value}",
-                    },
-                    now,
-                )
-                return FinishOutcome(changed=False, job=job)
-            job = job_from_row(row)
-            tx.run(
-                "insert_event",
-                job_id=job_id,
-                seq=row["event_seq"],
-                kind=state.value,
-                data=dumps(result),
-                now=now,
-            )
-            if request_cancel:
-                tx.run("insert_outbox", job_id=job_id, kind="cancel", delay=0, holder=None, now=now)
-            if job.delivery is Delivery.READY:
-                self._ready(tx)
-            return FinishOutcome(changed=True, job=job)
-
-        outcome = self._transact(work)
+        outcome = self._transact(
+            lambda tx: self._finish_in(tx, job_id, state, result, request_cancel, now)
+        )
         if outcome.changed and outcome.job.delivery is Delivery.READY:
             self._after_ready()
         return outcome
+
+    def _progress_in(
+        self, tx: Tx, job_id: str, data: Any, notify: bool, throttle: float, now: float | None
+    ) -> Job | None:
+        row = tx.one(
+            "record_progress",
+            job_id=job_id,
+            data=dumps(data),
+            notify=notify,
+            throttle=throttle,
+            now=now,
+        )
+        if row is None:
+            if tx.one("get_job", job_id=job_id) is None:
+                raise JobNotFound(job_id)
+            return None
+        job = job_from_row(row)
+        tx.run(
+            "insert_event",
+            job_id=job_id,
+            seq=job.progress_seq,
+            kind="progress",
+            data=dumps({"data": data, "notifyModel": notify}),
+            now=now,
+        )
+        if job.delivery is Delivery.READY:
+            self._ready(tx)
+        return job
+
+    def _finish_in(
+        self,
+        tx: Tx,
+        job_id: str,
+        state: JobState,
+        result: Any,
+        request_cancel: bool,
+        now: float | None,
+    ) -> FinishOutcome:
+        row = tx.one("finish_job", job_id=job_id, state=state.value, result=dumps(result), now=now)
+        if row is None:
+            current = tx.one("get_job", job_id=job_id)
+            if current is None:
+                raise JobNotFound(job_id)
+            job = job_from_row(current)
+            self._event(
+                tx,
+                job_id,
+                "ignored",
+                {
+                    "state": state.value,
+                    "result": result,
+                    "reason": f"already {job.state.value}",
+                },
+                now,
+            )
+            return FinishOutcome(changed=False, job=job)
+        job = job_from_row(row)
+        tx.run(
+            "insert_event",
+            job_id=job_id,
+            seq=row["event_seq"],
+            kind=state.value,
+            data=dumps(result),
+            now=now,
+        )
+        if request_cancel:
+            tx.run("insert_outbox", job_id=job_id, kind="cancel", delay=0, holder=None, now=now)
+        if job.delivery is Delivery.READY:
+            self._ready(tx)
+        return FinishOutcome(changed=True, job=job)
+
+    def ingest(
+        self,
+        *,
+        source: str,
+        delivery_id: str,
+        job_id: str,
+        kind: str,
+        payload: Any,
+        notify: bool = False,
+        throttle: float = 0.0,
+    ) -> Ingested:
+        """A delivery from outside (a signed webhook), applied at most once, atomically.
+
+        The delivery's id is recorded in the same transaction as the change it makes, so a
+        repeat of ``(source, delivery_id)`` is answered ``duplicate`` and changes nothing.
+        ``kind`` is ``complete``, ``fail``, ``cancel`` or ``progress``. A terminal result for
+        a job that does not exist yet is kept (``early``) and applied when the job is created;
+        the first one wins there too. Progress for an unknown job is only recorded.
+        """
+        if kind not in INGEST_KINDS:
+            raise ValueError(f"unknown delivery kind {kind!r}; use one of {sorted(INGEST_KINDS)}")
+        state = INGEST_KINDS[kind]
+        now = self._now()
+
+        def work(tx: Tx) -> Ingested:
+            ids = {"source": source, "delivery_id": delivery_id}
+            if tx.one("insert_inbox", job_id=job_id, kind=kind, now=now, **ids) is None:
+                return Ingested("duplicate", None)
+            job: Job | None
+            try:
+                if state is None:
+                    job = self._progress_in(tx, job_id, payload, notify, throttle, now)
+                    outcome = "applied" if job is not None else "unchanged"
+                else:
+                    finished = self._finish_in(
+                        tx, job_id, state, payload, state is JobState.CANCELLED, now
+                    )
+                    job = finished.job
+                    outcome = "applied" if finished.changed else "unchanged"
+            except JobNotFound:
+                job = None
+                outcome = "unknown_job"
+                if state is not None:
+                    tx.run(
+                        "insert_early_result",
+                        job_id=job_id,
+                        state=state.value,
+                        result=dumps(payload),
+                        now=now,
+                        **ids,
+                    )
+                    outcome = "early"
+            tx.run("set_inbox_outcome", outcome=outcome, **ids)
+            return Ingested(outcome, job)
+
+        ingested = self._transact(work)
+        if ingested.job is not None and ingested.job.delivery is Delivery.READY:
+            self._after_ready()
+        return ingested
+
+    def inbox(self, job_id: str) -> list[dict[str, Any]]:
+        """The deliveries from outside that named ``job_id``, oldest first."""
+        rows = self._transact(lambda tx: tx.all("job_inbox", job_id=job_id), write=False)
+        return [dict(row) for row in rows]
 
     def overdue(self, limit: int) -> list[Job]:
         """Started jobs past their deadline, oldest deadline first."""
@@ -650,7 +699,7 @@ class Store(ABC):
             lambda tx: tx.all("job_events", job_id=job_id, after=after), write=False
         )
         return [
-            JobEvent(r["job_id"], r["seq"], r["kind"], _loads(r["data"]), r["created_at"])
+            JobEvent(r["job_id"], r["seq"], r["kind"], loads(r["data"]), r["created_at"])
             for r in rows
         ]
 
@@ -679,41 +728,6 @@ class Store(ABC):
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return False
 
-    # -- session leases -----------------------------------------------------------------
-
-    def take_session(self, session_id: str, holder: str, *, kind: str, ttl: float) -> bool:
-        """Take (or renew) the session's lease unless a live one is held by someone else."""
-        now = self._now()
-        row = self._transact(
-            lambda tx: tx.one(
-                "take_session_lease",
-                session_id=session_id,
-                holder=holder,
-                kind=kind,
-                ttl=ttl,
-                now=now,
-            )
-        )
-        return row is not None
-
-    def renew_session(self, session_id: str, holder: str, *, ttl: float) -> bool:
-        """Extend a lease ``holder`` still holds; False when it was lost to someone else."""
-        now = self._now()
-        changed = self._transact(
-            lambda tx: tx.run(
-                "renew_session_lease", session_id=session_id, holder=holder, ttl=ttl, now=now
-            )
-        )
-        return changed > 0
-
-    def release_session(self, session_id: str, holder: str) -> None:
-        def work(tx: Tx) -> None:
-            if tx.run("release_session_lease", session_id=session_id, holder=holder):
-                self._ready(tx)
-
-        self._transact(work)
-        self._after_ready()
-
     # -- outbox -------------------------------------------------------------------------
 
     def claim_outbox(self, holder: str, *, limit: int, lease: float) -> list[OutboxItem]:
@@ -737,7 +751,7 @@ class Store(ABC):
                             r["job_id"],
                             r["kind"],
                             r["tool_name"],
-                            _loads(r["args"]) or {},
+                            loads(r["args"]) or {},
                             got["attempts"],
                         )
                     )
@@ -770,78 +784,3 @@ class Store(ABC):
             )
 
         self._transact(work)
-
-    # -- scripted-agent sessions --------------------------------------------------------
-
-    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> None:
-        now = self._now()
-        self._transact(
-            lambda tx: tx.run(
-                "insert_session", session_id=session_id, app_name=app_name, user_id=user_id, now=now
-            )
-        )
-
-    def append_session_events(
-        self, session_id: str, events: Iterable[tuple[str, str, dict[str, Any], str | None]]
-    ) -> list[int | None]:
-        """Append (invocation_id, author, content, final_response_to) events in one commit.
-
-        An event that closes a call (``final_response_to`` set) is appended at most once per
-        session and call: a repeat is skipped and gets None instead of a sequence number.
-        """
-        now = self._now()
-        events = list(events)
-
-        def work(tx: Tx) -> list[int | None]:
-            seqs: list[int | None] = []
-            for invocation_id, author, content, final_to in events:
-                if final_to is not None and tx.one(
-                    "has_final_response", session_id=session_id, call_id=final_to
-                ):
-                    seqs.append(None)
-                    continue
-                seq = tx.one("bump_session_seq", session_id=session_id)
-                if seq is None:
-                    raise StoreError(f"no session {session_id!r}")
-                tx.run(
-                    "insert_session_event",
-                    session_id=session_id,
-                    seq=seq["event_seq"],
-                    invocation_id=invocation_id,
-                    author=author,
-                    content=dumps(content),
-                    response_to=final_to,
-                    final=final_to is not None,
-                    now=now,
-                )
-                seqs.append(seq["event_seq"])
-            return seqs
-
-        return self._transact(work)
-
-    def session_events(self, session_id: str, *, after: int = 0) -> list[SessionEvent]:
-        rows = self._transact(
-            lambda tx: tx.all("session_events", session_id=session_id, after=after), write=False
-        )
-        return [
-            SessionEvent(
-                r["session_id"],
-                r["seq"],
-                r["invocation_id"],
-                r["author"],
-                _loads(r["content"]),
-                r["created_at"],
-            )
-            for r in rows
-        ]
-
-    def session_exists(self, session_id: str) -> bool:
-        row = self._transact(lambda tx: tx.one("get_session", session_id=session_id), write=False)
-        return row is not None
-
-    def has_final_response(self, session_id: str, call_id: str) -> bool:
-        row = self._transact(
-            lambda tx: tx.one("has_final_response", session_id=session_id, call_id=call_id),
-            write=False,
-        )
-        return row is not None

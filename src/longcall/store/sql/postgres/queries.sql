@@ -230,3 +230,30 @@ SELECT 1 FROM lc_session_events WHERE session_id = %(session_id)s AND response_t
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s);
+
+-- name: insert_inbox
+-- First sight of a delivery; a repeat (same source and id) inserts nothing. A concurrent
+-- repeat waits for the first one's commit on the primary key, then inserts nothing.
+INSERT INTO lc_inbox (source, delivery_id, job_id, kind, outcome, received_at)
+VALUES (%(source)s, %(delivery_id)s, %(job_id)s, %(kind)s, 'received', lc_now(%(now)s))
+ON CONFLICT (source, delivery_id) DO NOTHING
+RETURNING delivery_id;
+
+-- name: set_inbox_outcome
+UPDATE lc_inbox SET outcome = %(outcome)s
+WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+
+-- name: get_inbox
+SELECT * FROM lc_inbox WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
+
+-- name: job_inbox
+SELECT * FROM lc_inbox WHERE job_id = %(job_id)s ORDER BY received_at, delivery_id;
+
+-- name: insert_early_result
+INSERT INTO lc_early_results (job_id, state, result, source, delivery_id, received_at)
+VALUES (%(job_id)s, %(state)s, %(result)s::jsonb, %(source)s, %(delivery_id)s,
+        lc_now(%(now)s))
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: take_early_result
+DELETE FROM lc_early_results WHERE job_id = %(job_id)s RETURNING *;

@@ -226,3 +226,27 @@ SELECT 1 FROM lc_session_events WHERE session_id = :session_id AND response_to =
 -- name: notify
 -- SQLite has no notifications: other processes find work by polling.
 SELECT :channel, :payload WHERE 0;
+
+-- name: insert_inbox
+-- First sight of a delivery; a repeat (same source and id) inserts nothing.
+INSERT INTO lc_inbox (source, delivery_id, job_id, kind, outcome, received_at)
+VALUES (:source, :delivery_id, :job_id, :kind, 'received', :now)
+ON CONFLICT (source, delivery_id) DO NOTHING
+RETURNING delivery_id;
+
+-- name: set_inbox_outcome
+UPDATE lc_inbox SET outcome = :outcome WHERE source = :source AND delivery_id = :delivery_id;
+
+-- name: get_inbox
+SELECT * FROM lc_inbox WHERE source = :source AND delivery_id = :delivery_id;
+
+-- name: job_inbox
+SELECT * FROM lc_inbox WHERE job_id = :job_id ORDER BY received_at, delivery_id;
+
+-- name: insert_early_result
+INSERT INTO lc_early_results (job_id, state, result, source, delivery_id, received_at)
+VALUES (:job_id, :state, :result, :source, :delivery_id, :now)
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: take_early_result
+DELETE FROM lc_early_results WHERE job_id = :job_id RETURNING *;

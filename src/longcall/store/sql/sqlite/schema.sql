@@ -94,3 +94,25 @@ CREATE TABLE lc_session_events (
 -- A call's closing response is appended once, whatever retries the resumer makes.
 CREATE UNIQUE INDEX lc_session_final_response
     ON lc_session_events (session_id, response_to) WHERE final = 1;
+
+-- Deliveries from outside (schema 2).
+CREATE TABLE lc_inbox (
+    source       TEXT NOT NULL,
+    delivery_id  TEXT NOT NULL,
+    job_id       TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    outcome      TEXT NOT NULL,
+    received_at  REAL NOT NULL,
+    PRIMARY KEY (source, delivery_id)
+);
+CREATE INDEX lc_inbox_job ON lc_inbox (job_id);
+
+-- A terminal result for a job that does not exist yet; the job takes it when it is created.
+CREATE TABLE lc_early_results (
+    job_id       TEXT PRIMARY KEY,
+    state        TEXT NOT NULL CHECK (state IN ('succeeded', 'failed', 'cancelled')),
+    result       TEXT,
+    source       TEXT NOT NULL,
+    delivery_id  TEXT NOT NULL,
+    received_at  REAL NOT NULL
+);

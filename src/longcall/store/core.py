@@ -1,0 +1,75 @@
+"""What every part of the store shares: the transaction protocol, JSON in columns, the clock.
+
+:class:`StoreCore` is the base of the store's operation groups (jobs in ``base.py``, sessions
+in ``sessions.py``); a database backend implements its one abstract method, ``_transact``.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from longcall.clock import Clock
+from longcall.store import queries as sql
+
+T = TypeVar("T")
+Row = Mapping[str, Any]
+
+NOTIFY_CHANNEL = "longcall"
+
+
+class Tx(Protocol):
+    """One open transaction: runs named queries of the store's dialect."""
+
+    def one(self, query: str, **params: Any) -> Row | None: ...
+
+    def all(self, query: str, **params: Any) -> list[Row]: ...
+
+    def run(self, query: str, **params: Any) -> int:
+        """Execute and return the number of rows changed."""
+        ...
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads(value: Any) -> Any:
+    return None if value is None else json.loads(value)
+
+
+class StoreCore(ABC):
+    """Transactions, the clock and wake-ups: what each group of store operations builds on."""
+
+    dialect: str
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._queries = sql.queries(self.dialect)
+        # Called (from any thread) after a commit made a job ready or freed a session, so an
+        # in-process resumer wakes at once instead of at its next poll.
+        self.ready_listeners: list[Callable[[], None]] = []
+
+    @abstractmethod
+    def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        """Run ``work`` in one transaction, retrying it whole on transient errors.
+
+        ``work`` must be safe to run again: it is, for every operation here, because each
+        is a conditional update or an insert-if-absent.
+        """
+
+    def _now(self) -> float | None:
+        """The time to compare with, or None to let the database use its own clock."""
+        return self.clock.now() if self.clock.authoritative else None
+
+    def q(self, name: str) -> str:
+        return self._queries[name]
+
+    def _ready(self, tx: Tx) -> None:
+        tx.run("notify", channel=NOTIFY_CHANNEL, payload="ready")
+
+    def _after_ready(self) -> None:
+        for listener in list(self.ready_listeners):
+            listener()

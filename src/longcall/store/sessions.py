@@ -1,0 +1,132 @@
+"""Session leases (who runs the agent on a session now) and the scripted agent's sessions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from longcall.errors import StoreError
+from longcall.store.core import StoreCore, Tx, dumps, loads
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One event of a scripted-agent session."""
+
+    session_id: str
+    seq: int
+    invocation_id: str
+    author: str
+    content: dict[str, Any]
+    created_at: float
+
+
+class SessionOps(StoreCore):
+    """Session leases and scripted-agent sessions; part of :class:`~longcall.store.Store`."""
+
+    def take_session(self, session_id: str, holder: str, *, kind: str, ttl: float) -> bool:
+        """Take (or renew) the session's lease unless a live one is held by someone else."""
+        now = self._now()
+        row = self._transact(
+            lambda tx: tx.one(
+                "take_session_lease",
+                session_id=session_id,
+                holder=holder,
+                kind=kind,
+                ttl=ttl,
+                now=now,
+            )
+        )
+        return row is not None
+
+    def renew_session(self, session_id: str, holder: str, *, ttl: float) -> bool:
+        """Extend a lease ``holder`` still holds; False when it was lost to someone else."""
+        now = self._now()
+        changed = self._transact(
+            lambda tx: tx.run(
+                "renew_session_lease", session_id=session_id, holder=holder, ttl=ttl, now=now
+            )
+        )
+        return changed > 0
+
+    def release_session(self, session_id: str, holder: str) -> None:
+        def work(tx: Tx) -> None:
+            if tx.run("release_session_lease", session_id=session_id, holder=holder):
+                self._ready(tx)
+
+        self._transact(work)
+        self._after_ready()
+
+    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> None:
+        now = self._now()
+        self._transact(
+            lambda tx: tx.run(
+                "insert_session", session_id=session_id, app_name=app_name, user_id=user_id, now=now
+            )
+        )
+
+    def append_session_events(
+        self, session_id: str, events: Iterable[tuple[str, str, dict[str, Any], str | None]]
+    ) -> list[int | None]:
+        """Append (invocation_id, author, content, final_response_to) events in one commit.
+
+        An event that closes a call (``final_response_to`` set) is appended at most once per
+        session and call: a repeat is skipped and gets None instead of a sequence number.
+        """
+        now = self._now()
+        events = list(events)
+
+        def work(tx: Tx) -> list[int | None]:
+            seqs: list[int | None] = []
+            for invocation_id, author, content, final_to in events:
+                if final_to is not None and tx.one(
+                    "has_final_response", session_id=session_id, call_id=final_to
+                ):
+                    seqs.append(None)
+                    continue
+                seq = tx.one("bump_session_seq", session_id=session_id)
+                if seq is None:
+                    raise StoreError(f"no session {session_id!r}")
+                tx.run(
+                    "insert_session_event",
+                    session_id=session_id,
+                    seq=seq["event_seq"],
+                    invocation_id=invocation_id,
+                    author=author,
+                    content=dumps(content),
+                    response_to=final_to,
+                    final=final_to is not None,
+                    now=now,
+                )
+                seqs.append(seq["event_seq"])
+            return seqs
+
+        return self._transact(work)
+
+    def session_events(self, session_id: str, *, after: int = 0) -> list[SessionEvent]:
+        rows = self._transact(
+            lambda tx: tx.all("session_events", session_id=session_id, after=after), write=False
+        )
+        return [
+            SessionEvent(
+                r["session_id"],
+                r["seq"],
+                r["invocation_id"],
+                r["author"],
+                loads(r["content"]),
+                r["created_at"],
+            )
+            for r in rows
+        ]
+
+    def session_exists(self, session_id: str) -> bool:
+        row = self._transact(lambda tx: tx.one("get_session", session_id=session_id), write=False)
+        return row is not None
+
+    def has_final_response(self, session_id: str, call_id: str) -> bool:
+        row = self._transact(
+            lambda tx: tx.one("has_final_response", session_id=session_id, call_id=call_id),
+            write=False,
+        )
+        return row is not None

@@ -1,0 +1,23 @@
+-- longcall schema 2 (SQLite): deliveries from outside, deduplicated by their webhook id in
+-- the same transaction as the state change, and results that arrived before their job.
+
+CREATE TABLE lc_inbox (
+    source       TEXT NOT NULL,
+    delivery_id  TEXT NOT NULL,
+    job_id       TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    outcome      TEXT NOT NULL,
+    received_at  REAL NOT NULL,
+    PRIMARY KEY (source, delivery_id)
+);
+CREATE INDEX lc_inbox_job ON lc_inbox (job_id);
+
+-- A terminal result for a job that does not exist yet; the job takes it when it is created.
+CREATE TABLE lc_early_results (
+    job_id       TEXT PRIMARY KEY,
+    state        TEXT NOT NULL CHECK (state IN ('succeeded', 'failed', 'cancelled')),
+    result       TEXT,
+    source       TEXT NOT NULL,
+    delivery_id  TEXT NOT NULL,
+    received_at  REAL NOT NULL
+);
