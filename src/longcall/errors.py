@@ -11,15 +11,19 @@
     ├── AttachConflict              the job is already joined to a different session or call
     ├── ToolArgumentsError          a tool was called with missing or wrongly typed arguments
     ├── SyncInAsyncError            a sync method was called inside a running event loop
-    └── AgentError                  an agent run failed while delivering a response
-        └── UnknownCallError        the agent's session has no such function call (never retried)
+    ├── AgentError                  an agent run failed while delivering a response
+    │   └── UnknownCallError        the agent's session has no such function call (never retried)
+    └── WebhookError                a webhook delivery was refused (``http_status``, ``code``)
+        ├── WebhookUnauthorized     401: headers missing, signature bad, timestamp outside window
+        ├── WebhookBadRequest       400: a signed body that is not UTF-8 JSON within the limits
+        └── WebhookTooLarge         413: a body larger than the size limit
 
 Driver errors (sqlite3, psycopg) are wrapped with ``raise ... from`` so callers catch one root.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class LongcallError(Exception):
@@ -90,3 +94,36 @@ class AgentError(LongcallError):
 
 class UnknownCallError(AgentError):
     """The session holds no function call with this id: the response can never be delivered."""
+
+
+class WebhookError(LongcallError):
+    """A webhook delivery was refused.
+
+    ``http_status`` is the status to answer with and ``code`` a stable machine-readable name;
+    the message says what was wrong and never contains a secret.
+    """
+
+    http_status: ClassVar[int] = 400
+    code: ClassVar[str] = "webhook_error"
+
+
+class WebhookUnauthorized(WebhookError):
+    """Not shown to come from a holder of the secret: a header is missing or malformed, no
+    signature matches, or the timestamp is outside the tolerance window."""
+
+    http_status = 401
+    code = "webhook_unauthorized"
+
+
+class WebhookBadRequest(WebhookError):
+    """The signature verified but the body is not UTF-8 JSON within the nesting limit."""
+
+    http_status = 400
+    code = "webhook_bad_request"
+
+
+class WebhookTooLarge(WebhookError):
+    """The body is larger than the size limit; nothing else was checked."""
+
+    http_status = 413
+    code = "webhook_too_large"
