@@ -12,6 +12,7 @@ import asyncio
 import importlib
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -366,3 +367,132 @@ def jobs_progress(
         click.echo(f"{job_id} has finished already; progress ignored", err=True)
         sys.exit(EXIT_CONFLICT)
     _emit(_job_dict(job), output, lambda: click.echo(f"{job_id}: progress #{job.progress_seq}"))
+
+
+@main.command()
+@database_option
+@click.option(
+    "--host",
+    envvar="LONGCALL_HOST",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind (env LONGCALL_HOST); 127.0.0.1 keeps it local.",
+)
+@click.option(
+    "--port",
+    envvar="LONGCALL_PORT",
+    type=click.IntRange(0, 65535),
+    default=8800,
+    show_default=True,
+    help="Port (env LONGCALL_PORT); 0 picks a free one.",
+)
+@click.option(
+    "--tolerance",
+    envvar="LONGCALL_WEBHOOK_TOLERANCE",
+    default="5m",
+    show_default=True,
+    help="How old a signed delivery may be.",
+)
+def serve(database: str, host: str, port: int, tolerance: str) -> None:
+    """Run the HTTP service (signed webhooks, health) on uvicorn until SIGTERM."""
+    try:
+        import uvicorn
+
+        from longcall.server import create_app
+        from longcall.server.app import Settings
+    except ImportError as exc:
+        raise click.UsageError(str(exc)) from exc
+    from longcall.jobs import parse_duration
+
+    with _app(database, migrate=True) as app:
+        web = create_app(app, settings=Settings(tolerance=parse_duration(tolerance)))
+        click.echo(f"longcall serving {database} on http://{host}:{port}", err=True)
+        # uvicorn drains on SIGTERM, then raises the signal again under the handler it found:
+        # this one, so a drained shutdown exits 0 instead of dying by the signal.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        uvicorn.run(
+            web,
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=5,
+        )
+
+
+@main.group()
+def hooks() -> None:
+    """Webhook sources and their signing secrets."""
+
+
+@hooks.command("add")
+@database_option
+@output_option
+@click.argument("source")
+def hooks_add(database: str, output: str | None, source: str) -> None:
+    """Create SOURCE with a new secret, or add a second secret to rotate to; prints it."""
+    from longcall.webhooks import new_secret
+
+    with _app(database, migrate=False) as app:
+        secret = app.store.add_hook_secret(source, new_secret())
+    data = {
+        "source": source,
+        "secretId": secret.secret_id,
+        "secret": secret.secret,
+        "url": f"/v1/hooks/{source}",
+    }
+    _emit(
+        data,
+        output,
+        lambda: click.echo(
+            f"source {source}: secret {secret.secret_id}\n{secret.secret}\n"
+            f"deliveries go to POST /v1/hooks/{source}; keep the secret safe"
+        ),
+    )
+
+
+@hooks.command("list")
+@database_option
+@output_option
+def hooks_list(database: str, output: str | None) -> None:
+    """List sources and their secret ids (never the secrets)."""
+    with _app(database, migrate=False) as app:
+        found = app.store.hook_secrets()
+    data = [{"source": s.source, "secretId": s.secret_id, "createdAt": s.created_at} for s in found]
+
+    def table() -> None:
+        for item in data:
+            click.echo(f"{item['source']}\t{item['secretId']}")
+
+    _emit(data, output, table)
+
+
+@hooks.command("retire")
+@database_option
+@click.argument("source")
+@click.argument("secret_id")
+def hooks_retire(database: str, source: str, secret_id: str) -> None:
+    """Stop accepting deliveries signed with SECRET_ID (after a rotation)."""
+    with _app(database, migrate=False) as app:
+        if not app.store.retire_hook_secret(source, secret_id):
+            click.echo(f"error: {source!r} has no secret {secret_id!r}", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+    click.echo(f"retired {secret_id} of {source}")
+
+
+@hooks.command("sign")
+@database_option
+@click.argument("source")
+@click.option("--body", required=True, help="The JSON body to sign, exactly as it will be sent.")
+def hooks_sign(database: str, source: str, body: str) -> None:
+    """Print the headers of a test delivery to SOURCE, signed with its newest secret."""
+    from longcall.webhooks import sign
+
+    _json_arg(body, "--body")
+    with _app(database, migrate=False) as app:
+        secrets = app.store.hook_secrets(source)
+    if not secrets:
+        click.echo(f"error: no secret for {source!r}; run `longcall hooks add {source}`", err=True)
+        sys.exit(EXIT_NOT_FOUND)
+    for name, value in sign(body.encode(), secrets[-1].secret).items():
+        click.echo(f"{name}: {value}")

@@ -26,11 +26,13 @@ from longcall.jobs import (
 )
 from longcall.store import queries as sql
 from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
+from longcall.store.hooks import HookOps, HookSecret
 from longcall.store.sessions import SessionEvent, SessionOps
 
 __all__ = [
     "INGEST_KINDS",
     "NOTIFY_CHANNEL",
+    "HookSecret",
     "Ingested",
     "NewJob",
     "OutboxItem",
@@ -123,7 +125,7 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(SessionOps):
+class Store(SessionOps, HookOps):
     """The job table and its companions, on one database."""
 
     dialect: str

@@ -21,3 +21,12 @@ CREATE TABLE lc_early_results (
     delivery_id  TEXT NOT NULL,
     received_at  DOUBLE PRECISION NOT NULL
 );
+
+-- Secrets that sign deliveries, per source; several at once while a sender rotates.
+CREATE TABLE lc_webhook_secrets (
+    source      TEXT NOT NULL,
+    secret_id   TEXT NOT NULL,
+    secret      TEXT NOT NULL,
+    created_at  DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (source, secret_id)
+);

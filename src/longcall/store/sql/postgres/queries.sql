@@ -257,3 +257,16 @@ ON CONFLICT (job_id) DO NOTHING;
 
 -- name: take_early_result
 DELETE FROM lc_early_results WHERE job_id = %(job_id)s RETURNING *;
+
+-- name: insert_hook_secret
+INSERT INTO lc_webhook_secrets (source, secret_id, secret, created_at)
+VALUES (%(source)s, %(secret_id)s, %(secret)s, lc_now(%(now)s));
+
+-- name: hook_secrets
+SELECT * FROM lc_webhook_secrets WHERE source = %(source)s ORDER BY created_at, secret_id;
+
+-- name: all_hook_secrets
+SELECT * FROM lc_webhook_secrets ORDER BY source, created_at, secret_id;
+
+-- name: delete_hook_secret
+DELETE FROM lc_webhook_secrets WHERE source = %(source)s AND secret_id = %(secret_id)s;

@@ -1,0 +1,102 @@
+"""`longcall serve` and `longcall hooks` as an operator uses them: real processes, real HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import longcall
+from longcall.cli import main
+
+pytest.importorskip("longcall.server", reason="the server extra is not installed")
+import httpx
+
+
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_takes_a_delivery_signed_by_hooks_sign_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """hooks add, hooks sign, a POST to `longcall serve`, the job completes, SIGTERM exits 0."""
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    with longcall.App(url) as app:
+
+        @app.long_running(key="export:{fmt}")
+        def export(fmt: str) -> str:
+            """Exports."""
+            return "started"
+
+        export.invoke({"fmt": "csv"})
+    runner = CliRunner()
+    added = runner.invoke(main, ["hooks", "add", "batch", "--database", url, "-o", "json"])
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["secret"].startswith("whsec_")
+    listed = runner.invoke(main, ["hooks", "list", "--database", url, "-o", "json"])
+    assert [h["source"] for h in json.loads(listed.output)] == ["batch"]
+    assert "whsec_" not in listed.output  # secrets are never listed
+    body = '{"jobId": "export:csv", "type": "complete", "result": {"rows": 3}}'
+    signed = runner.invoke(main, ["hooks", "sign", "batch", "--database", url, "--body", body])
+    assert signed.exit_code == 0, signed.output
+    headers = dict(line.split(": ", 1) for line in signed.output.strip().splitlines())
+    assert set(headers) == {"webhook-id", "webhook-timestamp", "webhook-signature"}
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "longcall"),
+            "serve",
+            "--database",
+            url,
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "longcall serve did not come up"
+            time.sleep(0.05)
+        got = httpx.post(
+            f"{base}/v1/hooks/batch",
+            content=body.encode(),
+            headers={**headers, "content-type": "application/json"},
+        )
+        assert (got.status_code, got.json()["outcome"]) == (200, "applied")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    with longcall.App(url) as app:
+        assert app.get_job("export:csv").result == {"rows": 3}
+
+
+def test_hooks_retire_unknown_secret_exits_3(tmp_path: Path) -> None:
+    """Retiring a secret the source does not have says so and exits 3."""
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    longcall.App(url).close()
+    result = CliRunner().invoke(main, ["hooks", "retire", "batch", "sec_nope", "--database", url])
+    assert result.exit_code == 3 and "has no secret 'sec_nope'" in result.output
