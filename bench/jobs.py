@@ -185,6 +185,7 @@ def raw_lifecycle(
                             holder=holder,
                             now=now(),
                         )
+                        ex("take_early_result", job_id=job_id)  # a result from outside first?
 
                     def dispatched(ex: Any, job_id: str = job_id) -> None:
                         ex("delete_outbox", job_id=job_id, kind="dispatch")
