@@ -35,7 +35,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from secrets import token_bytes
@@ -277,11 +277,34 @@ def _parse(body: bytes) -> Any:
     if _too_deep(text):
         raise WebhookBadRequest(f"body nests JSON arrays or objects deeper than {MAX_DEPTH}")
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        payload = json.loads(text, parse_constant=_refuse_constant)
     except RecursionError as exc:  # unreachable after _too_deep; kept as a second guard
         raise WebhookBadRequest(f"body nests JSON deeper than {MAX_DEPTH}") from exc
     except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
         raise WebhookBadRequest(f"body is not valid JSON: {exc}") from exc
+    # Valid JSON that no store can keep: PostgreSQL's jsonb refuses NUL characters, and a
+    # lone surrogate (\ud800) has no UTF-8 form at all.
+    if any("\x00" in text for text in _strings(payload)):
+        raise WebhookBadRequest("body contains a NUL character (\\u0000), which cannot be stored")
+    try:
+        json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WebhookBadRequest("body contains a lone surrogate escape, not valid text") from exc
+    return payload
+
+
+def _strings(payload: Any) -> Iterator[str]:
+    """Every string in a parsed JSON value, keys included, without recursion."""
+    pending = [payload]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            yield from value.keys()
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
 
 
 def _too_deep(text: str) -> bool:

@@ -243,3 +243,12 @@ def test_health_and_readiness(service: Service) -> None:
     """/healthz is 200; /readyz is 200 on a migrated store."""
     assert service.client.get("/healthz").json() == {"status": "ok"}
     assert service.client.get("/readyz").json() == {"status": "ready"}
+
+
+@pytest.mark.parametrize("text", ["\\u0000", "\\ud800"])
+def test_json_no_store_can_keep_is_400(service: Service, text: str) -> None:
+    """A NUL character or a lone surrogate in a signed body is 400 on both backends, not 503."""
+    body = ('{"jobId": "export:csv", "type": "complete", "result": "a' + text + 'b"}').encode()
+    got = service.post(body)
+    assert (got.status_code, got.json()["error"]["code"]) == (400, "webhook_bad_request")
+    service.nothing_written()
