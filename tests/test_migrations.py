@@ -179,6 +179,7 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_inbox",
         "lc_early_results",
         "lc_webhook_secrets",
+        "lc_tokens",
         "lc_migrations",
     }
     job_fields = set(longcall.Job.__dataclass_fields__)

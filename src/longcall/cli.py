@@ -496,3 +496,66 @@ def hooks_sign(database: str, source: str, body: str) -> None:
         sys.exit(EXIT_NOT_FOUND)
     for name, value in sign(body.encode(), secrets[-1].secret).items():
         click.echo(f"{name}: {value}")
+
+
+@main.group()
+def tokens() -> None:
+    """API bearer tokens (stored hashed; shown once)."""
+
+
+@tokens.command("create")
+@database_option
+@output_option
+@click.option("--user", "user_id", help="The user whose jobs the token sees and changes.")
+@click.option("--admin", is_flag=True, help="A token that sees every user's jobs.")
+def tokens_create(database: str, output: str | None, user_id: str | None, admin: bool) -> None:
+    """Create a token for --user (or an --admin token) and print it once."""
+    if not admin and not user_id:
+        raise click.UsageError("give --user NAME, or --admin")
+    with _app(database, migrate=False) as app:
+        info, token = app.store.create_token(user_id=user_id, admin=admin)
+    data = {"tokenId": info.token_id, "userId": info.user_id, "admin": info.admin, "token": token}
+    _emit(
+        data,
+        output,
+        lambda: click.echo(
+            f"token {info.token_id} for {'every user (admin)' if admin else user_id}:\n{token}"
+        ),
+    )
+
+
+@tokens.command("list")
+@database_option
+@output_option
+def tokens_list(database: str, output: str | None) -> None:
+    """List token ids, users and whether they are revoked (never the tokens)."""
+    with _app(database, migrate=False) as app:
+        found = app.store.tokens()
+    data = [
+        {
+            "tokenId": t.token_id,
+            "userId": t.user_id,
+            "admin": t.admin,
+            "revoked": t.revoked_at is not None,
+        }
+        for t in found
+    ]
+
+    def table() -> None:
+        for t in data:
+            state = "revoked" if t["revoked"] else "active"
+            click.echo(f"{t['tokenId']}\t{'admin' if t['admin'] else t['userId']}\t{state}")
+
+    _emit(data, output, table)
+
+
+@tokens.command("revoke")
+@database_option
+@click.argument("token_id")
+def tokens_revoke(database: str, token_id: str) -> None:
+    """Revoke a token by its id; requests with it then answer 401."""
+    with _app(database, migrate=False) as app:
+        if not app.store.revoke_token(token_id):
+            click.echo(f"error: no active token {token_id!r}", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+    click.echo(f"revoked {token_id}")

@@ -269,6 +269,15 @@ def _malformed_signature() -> NoReturn:
     )
 
 
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON with the limits every endpoint applies.
+
+    Strict UTF-8, at most :data:`MAX_DEPTH` levels (checked without recursion), no NaN or
+    Infinity, no text a store cannot keep. Raises :class:`WebhookBadRequest` (400).
+    """
+    return _parse(body)
+
+
 def _parse(body: bytes) -> Any:
     try:
         text = body.decode("utf-8")

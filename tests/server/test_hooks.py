@@ -7,11 +7,10 @@ delivery asserts it was committed before the answer.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -20,9 +19,7 @@ from longcall import JobState
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
-import uvicorn
 
-from longcall.server import create_app
 from longcall.webhooks import new_secret, sign
 
 
@@ -56,7 +53,7 @@ class Service:
 
 
 @pytest.fixture
-def service(db_url: str) -> Iterator[Service]:
+def service(db_url: str, live: Any) -> Iterator[Service]:
     """A live server on a free port with source 'batch' and job 'export:csv' started."""
     app = longcall.App(db_url)
 
@@ -67,21 +64,8 @@ def service(db_url: str) -> Iterator[Service]:
 
     export.invoke({"fmt": "csv"})
     secret = app.store.add_hook_secret("batch", new_secret()).secret
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(app), log_level="warning"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+    with live(app) as client:
         yield Service(app, client, secret)
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
     app.close()
 
 

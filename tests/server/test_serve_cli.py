@@ -100,3 +100,28 @@ def test_hooks_retire_unknown_secret_exits_3(tmp_path: Path) -> None:
     longcall.App(url).close()
     result = CliRunner().invoke(main, ["hooks", "retire", "batch", "sec_nope", "--database", url])
     assert result.exit_code == 3 and "has no secret 'sec_nope'" in result.output
+
+
+def test_tokens_create_list_revoke(tmp_path: Path) -> None:
+    """A token is shown once, listed by id only, and revoked by id."""
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    longcall.App(url).close()
+    runner = CliRunner()
+    made = runner.invoke(
+        main, ["tokens", "create", "--user", "alice", "--database", url, "-o", "json"]
+    )
+    assert made.exit_code == 0, made.output
+    created = json.loads(made.output)
+    assert created["token"].startswith(f"lc_{created['tokenId']}_")
+    listed = runner.invoke(main, ["tokens", "list", "--database", url, "-o", "json"])
+    assert json.loads(listed.output) == [
+        {"tokenId": created["tokenId"], "userId": "alice", "admin": False, "revoked": False}
+    ]
+    assert created["token"] not in listed.output
+    with longcall.App(url) as app:
+        assert app.store.token_info(created["token"]) is not None
+    revoked = runner.invoke(main, ["tokens", "revoke", created["tokenId"], "--database", url])
+    assert revoked.exit_code == 0
+    with longcall.App(url) as app:
+        assert app.store.token_info(created["token"]) is None
+    assert runner.invoke(main, ["tokens", "create", "--database", url]).exit_code == 2

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from longcall.app import App
 from longcall.errors import LongcallError
-from longcall.server import hooks
+from longcall.server import hooks, jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,7 @@ def create_app(app: App, *, settings: Settings | None = None) -> Starlette:
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/v1/hooks/{source}", hooks.receive, methods=["POST"]),
+            *jobs.ROUTES,
         ]
     )
     web.state.longcall = app

@@ -28,6 +28,7 @@ from longcall.store import queries as sql
 from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
 from longcall.store.hooks import HookOps, HookSecret
 from longcall.store.sessions import SessionEvent, SessionOps
+from longcall.store.tokens import TokenInfo, TokenOps
 
 __all__ = [
     "INGEST_KINDS",
@@ -41,6 +42,7 @@ __all__ = [
     "Store",
     "StoreCore",
     "T",
+    "TokenInfo",
     "Tx",
     "dumps",
     "job_from_row",
@@ -125,7 +127,7 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(SessionOps, HookOps):
+class Store(SessionOps, HookOps, TokenOps):
     """The job table and its companions, on one database."""
 
     dialect: str
@@ -194,12 +196,15 @@ class Store(SessionOps, HookOps):
 
     # -- jobs ---------------------------------------------------------------------------
 
-    def create_job(self, new: NewJob, *, holder: str, dispatch_lease: float) -> tuple[Job, bool]:
+    def create_job(
+        self, new: NewJob, *, holder: str, dispatch_lease: float, dispatch: bool = True
+    ) -> tuple[Job, bool]:
         """Insert the job unless its id exists; return it and whether this call created it.
 
         A new job gets a ``dispatch`` outbox row held by ``holder`` for ``dispatch_lease``
         seconds: the caller submits the work and then calls :meth:`finish_dispatch`; if it
-        crashes first, a worker's dispatcher submits it once the hold runs out.
+        crashes first, a worker's dispatcher submits it once the hold runs out. A job whose
+        work runs outside Python (``dispatch=False``, created over HTTP) has no outbox row.
         """
         now = self._now()
 
@@ -225,14 +230,15 @@ class Store(SessionOps, HookOps):
                 if existing is None:  # deleted between the two statements: try again
                     raise StoreError(f"job {new.job_id!r} vanished while being created")
                 return job_from_row(existing), False
-            tx.run(
-                "insert_outbox",
-                job_id=new.job_id,
-                kind="dispatch",
-                delay=dispatch_lease,
-                holder=holder,
-                now=now,
-            )
+            if dispatch:
+                tx.run(
+                    "insert_outbox",
+                    job_id=new.job_id,
+                    kind="dispatch",
+                    delay=dispatch_lease,
+                    holder=holder,
+                    now=now,
+                )
             early = tx.one("take_early_result", job_id=new.job_id)
             if early is not None:  # its result came from outside before the job existed
                 state = JobState(early["state"])
@@ -481,6 +487,21 @@ class Store(SessionOps, HookOps):
         """The deliveries from outside that named ``job_id``, oldest first."""
         rows = self._transact(lambda tx: tx.all("job_inbox", job_id=job_id), write=False)
         return [dict(row) for row in rows]
+
+    def extend(self, job_id: str, seconds: float) -> Job | None:
+        """Move a started job's deadline to ``seconds`` from now; None when it has finished."""
+        now = self._now()
+
+        def work(tx: Tx) -> Job | None:
+            row = tx.one("extend_deadline", job_id=job_id, seconds=seconds, now=now)
+            if row is None:
+                if tx.one("get_job", job_id=job_id) is None:
+                    raise JobNotFound(job_id)
+                return None
+            self._event(tx, job_id, "extended", {"deadlineAt": row["deadline_at"]}, now)
+            return job_from_row(row)
+
+        return self._transact(work)
 
     def overdue(self, limit: int) -> list[Job]:
         """Started jobs past their deadline, oldest deadline first."""

@@ -270,3 +270,22 @@ SELECT * FROM lc_webhook_secrets ORDER BY source, created_at, secret_id;
 
 -- name: delete_hook_secret
 DELETE FROM lc_webhook_secrets WHERE source = %(source)s AND secret_id = %(secret_id)s;
+
+-- name: insert_token
+INSERT INTO lc_tokens (token_id, token_hash, user_id, admin, created_at)
+VALUES (%(token_id)s, %(token_hash)s, %(user_id)s, %(admin)s::boolean, lc_now(%(now)s));
+
+-- name: token_by_hash
+SELECT * FROM lc_tokens WHERE token_hash = %(token_hash)s AND revoked_at IS NULL;
+
+-- name: all_tokens
+SELECT * FROM lc_tokens ORDER BY created_at, token_id;
+
+-- name: revoke_token
+UPDATE lc_tokens SET revoked_at = lc_now(%(now)s)
+WHERE token_id = %(token_id)s AND revoked_at IS NULL;
+
+-- name: extend_deadline
+UPDATE lc_jobs SET deadline_at = lc_now(%(now)s) + %(seconds)s, updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND state = 'started'
+RETURNING *;

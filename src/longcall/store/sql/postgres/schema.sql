@@ -132,3 +132,13 @@ CREATE TABLE lc_webhook_secrets (
     created_at  DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (source, secret_id)
 );
+
+-- API bearer tokens, kept as a SHA-256 of the token; a user's token sees only that user's jobs.
+CREATE TABLE lc_tokens (
+    token_id    TEXT PRIMARY KEY,
+    token_hash  TEXT NOT NULL UNIQUE,
+    user_id     TEXT,
+    admin       BOOLEAN NOT NULL DEFAULT false,
+    created_at  DOUBLE PRECISION NOT NULL,
+    revoked_at  DOUBLE PRECISION
+);

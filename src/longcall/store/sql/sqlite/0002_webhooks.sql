@@ -1,5 +1,5 @@
--- longcall schema 2 (SQLite): deliveries from outside, deduplicated by their webhook id in
--- the same transaction as the state change, and results that arrived before their job.
+-- longcall schema 2 (SQLite): deliveries from outside (deduplicated by their webhook id in
+-- the same transaction as the change), early results, webhook secrets and API tokens.
 
 CREATE TABLE lc_inbox (
     source       TEXT NOT NULL,
@@ -29,4 +29,14 @@ CREATE TABLE lc_webhook_secrets (
     secret      TEXT NOT NULL,
     created_at  REAL NOT NULL,
     PRIMARY KEY (source, secret_id)
+);
+
+-- API bearer tokens, kept as a SHA-256 of the token; a user's token sees only that user's jobs.
+CREATE TABLE lc_tokens (
+    token_id    TEXT PRIMARY KEY,
+    token_hash  TEXT NOT NULL UNIQUE,
+    user_id     TEXT,
+    admin       INTEGER NOT NULL DEFAULT 0,
+    created_at  REAL NOT NULL,
+    revoked_at  REAL
 );

@@ -263,3 +263,21 @@ SELECT * FROM lc_webhook_secrets ORDER BY source, created_at, secret_id;
 
 -- name: delete_hook_secret
 DELETE FROM lc_webhook_secrets WHERE source = :source AND secret_id = :secret_id;
+
+-- name: insert_token
+INSERT INTO lc_tokens (token_id, token_hash, user_id, admin, created_at)
+VALUES (:token_id, :token_hash, :user_id, :admin, :now);
+
+-- name: token_by_hash
+SELECT * FROM lc_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL;
+
+-- name: all_tokens
+SELECT * FROM lc_tokens ORDER BY created_at, token_id;
+
+-- name: revoke_token
+UPDATE lc_tokens SET revoked_at = :now WHERE token_id = :token_id AND revoked_at IS NULL;
+
+-- name: extend_deadline
+UPDATE lc_jobs SET deadline_at = :now + :seconds, updated_at = :now
+WHERE job_id = :job_id AND state = 'started'
+RETURNING *;

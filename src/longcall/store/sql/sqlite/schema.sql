@@ -125,3 +125,13 @@ CREATE TABLE lc_webhook_secrets (
     created_at  REAL NOT NULL,
     PRIMARY KEY (source, secret_id)
 );
+
+-- API bearer tokens, kept as a SHA-256 of the token; a user's token sees only that user's jobs.
+CREATE TABLE lc_tokens (
+    token_id    TEXT PRIMARY KEY,
+    token_hash  TEXT NOT NULL UNIQUE,
+    user_id     TEXT,
+    admin       INTEGER NOT NULL DEFAULT 0,
+    created_at  REAL NOT NULL,
+    revoked_at  REAL
+);

@@ -1,0 +1,323 @@
+"""``/v1/jobs``: jobs for tools that run outside Python, their state, and what to do with them.
+
+A user's token sees and changes only that user's jobs: any other job answers 404, exactly as
+a job that does not exist. Every change goes through the same store operations as Python.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from longcall.app import App
+from longcall.errors import AttachConflict, JobNotFound, StoreError, WebhookError
+from longcall.jobs import CallIds, FinishOutcome, Job, JobState, parse_duration
+from longcall.server.auth import Principal, authenticate
+from longcall.server.errors import error
+from longcall.server.hooks import read_body
+from longcall.store.base import NewJob
+from longcall.webhooks import parse_json
+
+M = TypeVar("M", bound=pydantic.BaseModel)
+Handler = Callable[[Request, App, Principal], Awaitable[Response]]
+
+
+def iso(when: float | None) -> str | None:
+    return None if when is None else dt.datetime.fromtimestamp(when, dt.UTC).isoformat()
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    """A job as the API shows it (camelCase, ISO 8601 times)."""
+    return {
+        "jobId": job.job_id,
+        "toolName": job.tool_name,
+        "state": job.state.value,
+        "delivery": job.delivery.value,
+        "args": job.args,
+        "result": job.result,
+        "progress": job.progress,
+        "appName": job.app_name,
+        "userId": job.user_id,
+        "sessionId": job.session_id,
+        "callId": job.call_id,
+        "invocationId": job.invocation_id,
+        "pendingMessage": job.pending_message,
+        "deadlineAt": iso(job.deadline_at),
+        "createdAt": iso(job.created_at),
+        "updatedAt": iso(job.updated_at),
+        "finishedAt": iso(job.finished_at),
+        "deliveredAt": iso(job.delivered_at),
+        "deliveryAttempts": job.attempts,
+        "lastError": job.last_error,
+    }
+
+
+class _Body(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True)
+
+
+Duration = Annotated[str | float, pydantic.Field(description="seconds, or like '45m'")]
+
+
+class CreateJob(_Body):
+    tool_name: Annotated[str, pydantic.Field(alias="toolName", min_length=1, max_length=200)]
+    job_id: Annotated[str | None, pydantic.Field(alias="jobId", min_length=1, max_length=512)] = (
+        None
+    )
+    args: dict[str, Any] = {}
+    deadline: Duration | None = None
+    app_name: Annotated[str | None, pydantic.Field(alias="appName")] = None
+    user_id: Annotated[str | None, pydantic.Field(alias="userId")] = None
+    session_id: Annotated[str | None, pydantic.Field(alias="sessionId")] = None
+    call_id: Annotated[str | None, pydantic.Field(alias="callId")] = None
+    invocation_id: Annotated[str | None, pydantic.Field(alias="invocationId")] = None
+
+
+class Complete(_Body):
+    result: Any = None
+
+
+class Fail(_Body):
+    error: str | dict[str, Any]
+
+
+class Cancel(_Body):
+    reason: str | None = None
+
+
+class Progress(_Body):
+    progress: Any
+    notify_model: Annotated[bool, pydantic.Field(alias="notifyModel")] = False
+
+
+class Attach(_Body):
+    app_name: Annotated[str | None, pydantic.Field(alias="appName")] = None
+    session_id: Annotated[str | None, pydantic.Field(alias="sessionId")] = None
+    call_id: Annotated[str | None, pydantic.Field(alias="callId")] = None
+    invocation_id: Annotated[str | None, pydantic.Field(alias="invocationId")] = None
+
+
+class Extend(_Body):
+    deadline: Duration
+
+
+async def body_of(request: Request, model: type[M]) -> M | Response:
+    """The request's JSON body as ``model``, or the 4xx answer that says what is wrong."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return error(415, "unsupported_media_type", "send JSON (application/json)", "content-type")
+    raw = await read_body(request, request.app.state.settings.max_body)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        data = parse_json(raw) if raw else {}
+    except WebhookError as exc:
+        return error(400, "bad_request", str(exc))
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        return error(422, "invalid_body", first["msg"], field)
+
+
+def authorized(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """Answer 401 without a valid token, 503 when the store fails, else run ``handler``."""
+
+    async def endpoint(request: Request) -> Response:
+        who = await authenticate(request)
+        if isinstance(who, Response):
+            return who
+        try:
+            return await handler(request, request.app.state.longcall, who)
+        except JobNotFound as exc:
+            return error(404, "job_not_found", str(exc), "jobId")
+        except StoreError as exc:
+            return error(503, "store_unavailable", f"the store could not answer: {exc}")
+
+    return endpoint
+
+
+async def visible_job(app: App, who: Principal, job_id: str) -> Job:
+    """The job, if the caller may see it; JobNotFound (404) otherwise, either way."""
+    job = await app.get_job_async(job_id)
+    if not who.may_see(job):
+        raise JobNotFound(job_id)
+    return job
+
+
+def _cursor(job: Job) -> str:
+    return base64.urlsafe_b64encode(json.dumps([job.created_at, job.job_id]).encode()).decode()
+
+
+def _read_cursor(text: str) -> tuple[float, str] | None:
+    try:
+        created, job_id = json.loads(base64.urlsafe_b64decode(text.encode()))
+        return float(created), str(job_id)
+    except (ValueError, TypeError, binascii.Error):
+        return None
+
+
+async def list_jobs(request: Request, app: App, who: Principal) -> Response:
+    q = request.query_params
+    state = q.get("state")
+    if state is not None and state not in {s.value for s in JobState}:
+        return error(422, "invalid_query", f"unknown state {state!r}", "state")
+    limit_text = q.get("limit", "50")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
+        return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
+    before = None
+    if "cursor" in q:
+        before = _read_cursor(q["cursor"])
+        if before is None:
+            return error(422, "invalid_query", "the cursor is not one this API gave", "cursor")
+    user = None if who.admin else who.user_id
+    if who.admin and "user" in q:
+        user = q["user"]
+    limit = int(limit_text)
+    jobs = await app.list_jobs_async(
+        state=JobState(state) if state else None,
+        tool_name=q.get("tool"),
+        session_id=q.get("session"),
+        user_id=user,
+        before=before,
+        limit=limit,
+    )
+    next_cursor = _cursor(jobs[-1]) if len(jobs) == limit else None
+    return JSONResponse({"jobs": [job_json(j) for j in jobs], "nextCursor": next_cursor})
+
+
+async def create_job(request: Request, app: App, who: Principal) -> Response:
+    body = await body_of(request, CreateJob)
+    if isinstance(body, Response):
+        return body
+    if not who.admin and body.user_id not in (None, who.user_id):
+        return error(
+            422, "invalid_body", "a user's token creates jobs for that user only", "userId"
+        )
+    try:
+        deadline = None if body.deadline is None else parse_duration(body.deadline)
+    except ValueError as exc:
+        return error(422, "invalid_body", str(exc), "deadline")
+    ids = CallIds(
+        body.app_name,
+        body.user_id or who.user_id,
+        body.session_id,
+        body.call_id,
+        body.invocation_id,
+    )
+    new = NewJob(body.job_id or f"job-{uuid.uuid4().hex}", body.tool_name, body.args, ids, deadline)
+    try:
+        job, created = await app.in_thread(
+            app.store.create_job, new, holder=app.holder, dispatch_lease=0, dispatch=False
+        )
+    except AttachConflict as exc:
+        return error(409, "call_taken", str(exc), "callId")
+    if not who.may_see(job):
+        raise JobNotFound(new.job_id)
+    return JSONResponse(job_json(job), status_code=201 if created else 200)
+
+
+async def get_job(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    return JSONResponse(job_json(job))
+
+
+async def job_events(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    events = await app.job_events_async(job.job_id)
+    return JSONResponse(
+        {
+            "events": [
+                {"seq": e.seq, "kind": e.kind, "data": e.data, "createdAt": iso(e.created_at)}
+                for e in events
+            ]
+        }
+    )
+
+
+def _finished(outcome: FinishOutcome) -> Response:
+    return JSONResponse({"changed": outcome.changed, "job": job_json(outcome.job)})
+
+
+async def complete(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Complete)
+    if isinstance(body, Response):
+        return body
+    return _finished(await app.complete_async(job.job_id, body.result))
+
+
+async def fail(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Fail)
+    if isinstance(body, Response):
+        return body
+    return _finished(await app.fail_async(job.job_id, body.error))
+
+
+async def cancel(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Cancel)
+    if isinstance(body, Response):
+        return body
+    return _finished(await app.cancel_async(job.job_id, body.reason))
+
+
+async def progress(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Progress)
+    if isinstance(body, Response):
+        return body
+    updated = await app.progress_async(job.job_id, body.progress, notify_model=body.notify_model)
+    return JSONResponse({"changed": updated is not None, "job": job_json(updated or job)})
+
+
+async def attach(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Attach)
+    if isinstance(body, Response):
+        return body
+    ids = CallIds(body.app_name, job.user_id, body.session_id, body.call_id, body.invocation_id)
+    try:
+        attached = await app.attach_async(job.job_id, ids)
+    except AttachConflict as exc:
+        return error(409, "attach_conflict", str(exc), next(iter(exc.conflicts), None))
+    return JSONResponse({"changed": attached != job, "job": job_json(attached)})
+
+
+async def extend(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Extend)
+    if isinstance(body, Response):
+        return body
+    try:
+        seconds = parse_duration(body.deadline)
+    except ValueError as exc:
+        return error(422, "invalid_body", str(exc), "deadline")
+    extended = await app.in_thread(app.store.extend, job.job_id, seconds)
+    return JSONResponse({"changed": extended is not None, "job": job_json(extended or job)})
+
+
+ROUTES = [
+    Route("/v1/jobs", authorized(list_jobs), methods=["GET"]),
+    Route("/v1/jobs", authorized(create_job), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/events", authorized(job_events), methods=["GET"]),
+    Route("/v1/jobs/{job_id:path}/complete", authorized(complete), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/fail", authorized(fail), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/cancel", authorized(cancel), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/progress", authorized(progress), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/attach", authorized(attach), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/extend", authorized(extend), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}", authorized(get_job), methods=["GET"]),
+]

@@ -1,0 +1,207 @@
+"""/v1/jobs over a real server: tokens, per-user scoping, actions, bad input."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+import longcall
+from longcall import CallIds, JobState
+
+pytest.importorskip("longcall.server", reason="the server extra is not installed")
+import httpx
+
+
+@dataclass
+class Api:
+    app: longcall.App
+    client: httpx.Client
+    alice: str
+    bob: str
+    admin: str
+
+    def call(
+        self, method: str, path: str, token: str | None, body: Any = None, **options: Any
+    ) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        if body is not None:
+            options["json"] = body
+        return self.client.request(method, path, headers=headers, **options)
+
+
+@pytest.fixture
+def api(db_url: str, live: Any) -> Iterator[Api]:
+    """A live server; alice owns export:csv, bob owns export:json; three tokens."""
+    app = longcall.App(db_url)
+
+    @app.long_running(key="export:{fmt}")
+    def export(fmt: str) -> str:
+        """Exports."""
+        return "started"
+
+    export.invoke({"fmt": "csv"}, CallIds("exports", "alice", "s-a", "c-a", "i-a"))
+    export.invoke({"fmt": "json"}, CallIds("exports", "bob", "s-b", "c-b", "i-b"))
+    tokens = [app.store.create_token(user_id=u)[1] for u in ("alice", "bob")]
+    admin = app.store.create_token(user_id=None, admin=True)[1]
+    with live(app) as client:
+        yield Api(app, client, tokens[0], tokens[1], admin)
+    app.close()
+
+
+@pytest.mark.parametrize("token", [None, "lc_nope_nope", "not-a-bearer"])
+def test_missing_or_unknown_token_is_401(api: Api, token: str | None) -> None:
+    """No token, an unknown one, or a malformed header: 401 with a Bearer challenge."""
+    headers = {"authorization": token} if token == "not-a-bearer" else {}
+    got = (
+        api.client.get("/v1/jobs", headers=headers)
+        if token != "lc_nope_nope"
+        else api.call("GET", "/v1/jobs", token)
+    )
+    assert got.status_code == 401
+    assert got.headers["www-authenticate"] == "Bearer"
+    assert got.json()["error"]["code"] == "unauthorized"
+
+
+def test_a_user_sees_only_their_jobs_and_admin_sees_all(api: Api) -> None:
+    """alice lists her job only; bob's job answers 404 to her; the admin lists both."""
+    mine = api.call("GET", "/v1/jobs", api.alice).json()
+    assert [j["jobId"] for j in mine["jobs"]] == ["export:csv"]
+    assert mine["jobs"][0]["userId"] == "alice" and mine["jobs"][0]["state"] == "started"
+    assert api.call("GET", "/v1/jobs/export:json", api.alice).status_code == 404
+    assert api.call("GET", "/v1/jobs/export:nope", api.alice).status_code == 404
+    everyone = api.call("GET", "/v1/jobs", api.admin).json()
+    assert sorted(j["jobId"] for j in everyone["jobs"]) == ["export:csv", "export:json"]
+
+
+def test_another_users_job_cannot_be_changed(api: Api) -> None:
+    """alice completing bob's job gets 404 and bob's job stays started."""
+    got = api.call("POST", "/v1/jobs/export:json/complete", api.alice, {"result": 1})
+    assert got.status_code == 404
+    assert api.app.get_job("export:json").state is JobState.STARTED
+
+
+def test_complete_then_again_reports_unchanged(api: Api) -> None:
+    """complete answers changed=true once, then changed=false with the first result."""
+    first = api.call("POST", "/v1/jobs/export:csv/complete", api.alice, {"result": {"rows": 2}})
+    assert first.status_code == 200 and first.json()["changed"] is True
+    assert first.json()["job"]["state"] == "succeeded"
+    again = api.call("POST", "/v1/jobs/export:csv/fail", api.alice, {"error": "late"})
+    assert again.json()["changed"] is False
+    assert again.json()["job"]["result"] == {"rows": 2}
+    kinds = [
+        e["kind"] for e in api.call("GET", "/v1/jobs/export:csv/events", api.alice).json()["events"]
+    ]
+    assert kinds == ["succeeded", "ignored"]
+
+
+def test_progress_extend_and_cancel(api: Api) -> None:
+    """progress is logged (and flagged for the model), extend moves the deadline, cancel ends."""
+    got = api.call(
+        "POST",
+        "/v1/jobs/export:csv/progress",
+        api.alice,
+        {"progress": {"percent": 50}, "notifyModel": True},
+    )
+    assert got.json()["job"]["progress"] == {"percent": 50}
+    assert got.json()["job"]["delivery"] == "ready"
+    extended = api.call("POST", "/v1/jobs/export:csv/extend", api.alice, {"deadline": "2h"})
+    assert extended.json()["changed"] is True and extended.json()["job"]["deadlineAt"]
+    cancelled = api.call("POST", "/v1/jobs/export:csv/cancel", api.alice, {"reason": "no"})
+    assert cancelled.json()["job"]["state"] == "cancelled"
+    late = api.call("POST", "/v1/jobs/export:csv/extend", api.alice, {"deadline": 60})
+    assert late.json()["changed"] is False
+
+
+def test_create_is_idempotent_on_the_job_id(api: Api) -> None:
+    """POST /v1/jobs answers 201 for a new job and 200 for the same id again."""
+    body = {"toolName": "render", "jobId": "render:1", "args": {"page": 3}, "deadline": "10m"}
+    first = api.call("POST", "/v1/jobs", api.alice, body)
+    assert first.status_code == 201
+    assert first.json()["userId"] == "alice" and first.json()["args"] == {"page": 3}
+    again = api.call("POST", "/v1/jobs", api.alice, body)
+    assert again.status_code == 200 and again.json()["jobId"] == "render:1"
+    assert api.call("POST", "/v1/jobs", api.bob, body).status_code == 404
+    assert (
+        api.call(
+            "POST", "/v1/jobs", api.alice, {**body, "jobId": "render:2", "userId": "bob"}
+        ).status_code
+        == 422
+    )
+
+
+def test_attach_fills_and_refuses_a_conflict(api: Api) -> None:
+    """attach on an unjoined job fills its ids; a different call id afterwards is 409."""
+    api.call("POST", "/v1/jobs", api.alice, {"toolName": "render", "jobId": "r"})
+    got = api.call("POST", "/v1/jobs/r/attach", api.alice, {"sessionId": "s9", "callId": "c9"})
+    assert got.json()["changed"] is True and got.json()["job"]["callId"] == "c9"
+    clash = api.call("POST", "/v1/jobs/r/attach", api.alice, {"callId": "other"})
+    assert clash.status_code == 409 and clash.json()["error"]["field"] == "call_id"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/v1/jobs/export:csv/fail", {}, 422, "error"),
+        ("/v1/jobs/export:csv/complete", {"result": 1, "extra": 2}, 422, "extra"),
+        ("/v1/jobs/export:csv/extend", {"deadline": "soon"}, 422, "deadline"),
+        ("/v1/jobs/export:csv/extend", {"deadline": -5}, 422, "deadline"),
+        ("/v1/jobs", {"args": {}}, 422, "toolName"),
+        ("/v1/jobs?x=1", {"toolName": "t", "deadline": "1 fortnight"}, 422, "deadline"),
+    ],
+)
+def test_bad_bodies_are_422_naming_the_field(
+    api: Api, path: str, body: Any, status: int, field: str
+) -> None:
+    """A well-formed body with a wrong field answers 422 naming it, and changes nothing."""
+    got = api.call("POST", path, api.alice, body)
+    assert (got.status_code, got.json()["error"]["field"]) == (status, field)
+    assert api.app.get_job("export:csv").state is JobState.STARTED
+
+
+def test_malformed_bodies_are_4xx(api: Api) -> None:
+    """Not JSON 400, wrong content type 415, too deep 400, too large 413."""
+    headers = {"authorization": f"Bearer {api.alice}", "content-type": "application/json"}
+    path = "/v1/jobs/export:csv/complete"
+    assert api.client.post(path, content=b"{nope", headers=headers).status_code == 400
+    assert (
+        api.client.post(path, content=b"[" * 5000 + b"]" * 5000, headers=headers).status_code == 400
+    )
+    assert (
+        api.client.post(path, content=b"x" * (2 * 1024 * 1024), headers=headers).status_code == 413
+    )
+    text = {**headers, "content-type": "text/plain"}
+    assert api.client.post(path, content=b"{}", headers=text).status_code == 415
+    assert api.app.get_job("export:csv").state is JobState.STARTED
+
+
+def test_list_filters_and_cursor_pagination(api: Api) -> None:
+    """Filters narrow the list; the cursor walks it page by page without repeats."""
+    for n in range(5):
+        api.call(
+            "POST",
+            "/v1/jobs",
+            api.admin,
+            {"toolName": "render", "jobId": f"r{n}", "userId": "carol"},
+        )
+    seen, cursor = [], None
+    while True:
+        params = {"tool": "render", "limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = api.call("GET", "/v1/jobs", api.admin, params=params).json()
+        seen += [j["jobId"] for j in page["jobs"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"r{n}" for n in range(5)] and len(seen) == 5
+    assert api.call("GET", "/v1/jobs", api.admin, params={"state": "bogus"}).status_code == 422
+    assert api.call("GET", "/v1/jobs", api.admin, params={"cursor": "!!"}).status_code == 422
+    assert api.call("GET", "/v1/jobs", api.admin, params={"limit": 0}).status_code == 422
+
+
+def test_revoked_token_is_401(api: Api) -> None:
+    """Once revoked, a token answers 401."""
+    info = next(t for t in api.app.store.tokens() if t.user_id == "alice")
+    assert api.app.store.revoke_token(info.token_id)
+    assert api.call("GET", "/v1/jobs", api.alice).status_code == 401
