@@ -288,7 +288,9 @@ def test_concurrent_migrations_apply_the_schema_once(empty_db: EmptyDb, stepwise
     assert len(results) == 2
     expected = list(range(1, latest + 1)) if stepwise else [latest]
     assert sorted(v for applied in results for v in applied) == expected
-    assert [] in results  # the one that came second found nothing to do
+    if not stepwise:
+        assert [] in results  # the one that came second found nothing to do
+    # (Stepwise, the two may share the steps: one applies 1, the other 2; each once.)
     rows = empty_db.run("SELECT version FROM lc_migrations ORDER BY version")
     assert rows == [(v,) for v in expected]
     assert empty_db.run("SELECT COUNT(*) FROM lc_jobs") == [(0,)]
