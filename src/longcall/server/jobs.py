@@ -250,28 +250,24 @@ def _finished(outcome: FinishOutcome) -> Response:
     return JSONResponse({"changed": outcome.changed, "job": job_json(outcome.job)})
 
 
-async def complete(request: Request, app: App, who: Principal) -> Response:
-    job = await visible_job(app, who, request.path_params["job_id"])
-    body = await body_of(request, Complete)
-    if isinstance(body, Response):
-        return body
-    return _finished(await app.complete_async(job.job_id, body.result))
+def _finishing(
+    model: type[M], finish: Callable[[App, str, M], Awaitable[FinishOutcome]]
+) -> Handler:
+    """A handler that ends a visible job with what ``finish`` does with the body."""
+
+    async def handler(request: Request, app: App, who: Principal) -> Response:
+        job = await visible_job(app, who, request.path_params["job_id"])
+        body = await body_of(request, model)
+        if isinstance(body, Response):
+            return body
+        return _finished(await finish(app, job.job_id, body))
+
+    return handler
 
 
-async def fail(request: Request, app: App, who: Principal) -> Response:
-    job = await visible_job(app, who, request.path_params["job_id"])
-    body = await body_of(request, Fail)
-    if isinstance(body, Response):
-        return body
-    return _finished(await app.fail_async(job.job_id, body.error))
-
-
-async def cancel(request: Request, app: App, who: Principal) -> Response:
-    job = await visible_job(app, who, request.path_params["job_id"])
-    body = await body_of(request, Cancel)
-    if isinstance(body, Response):
-        return body
-    return _finished(await app.cancel_async(job.job_id, body.reason))
+complete = _finishing(Complete, lambda app, job_id, b: app.complete_async(job_id, b.result))
+fail = _finishing(Fail, lambda app, job_id, b: app.fail_async(job_id, b.error))
+cancel = _finishing(Cancel, lambda app, job_id, b: app.cancel_async(job_id, b.reason))
 
 
 async def progress(request: Request, app: App, who: Principal) -> Response:
