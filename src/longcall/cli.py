@@ -175,6 +175,22 @@ def _load(spec: str, what: str) -> Any:
         raise click.BadParameter(f"{module_name!r} has no {attr!r}") from exc
 
 
+def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
+    """The user's App and AgentRunner (or a function of the App returning one)."""
+    from longcall.agents import AgentRunner
+    from longcall.app import App
+
+    app = _load(app_spec, "--app")
+    if not isinstance(app, App):
+        raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
+    agent = _load(agent_spec, "--agent")
+    if not isinstance(agent, AgentRunner) and callable(agent):
+        agent = agent(app)
+    if not isinstance(agent, AgentRunner):
+        raise click.BadParameter(f"{agent_spec} is not an AgentRunner")
+    return app, agent
+
+
 @main.command()
 @click.option(
     "--app",
@@ -195,17 +211,7 @@ def _load(spec: str, what: str) -> Any:
 @click.option("--poll", default="1s", show_default=True, help="Polling interval.")
 def worker(app_spec: str, agent_spec: str, lease: str, poll: str) -> None:
     """Run the dispatcher, resumer and sweeper until SIGTERM."""
-    from longcall.agents import AgentRunner
-    from longcall.app import App
-
-    app = _load(app_spec, "--app")
-    if not isinstance(app, App):
-        raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
-    agent = _load(agent_spec, "--agent")
-    if not isinstance(agent, AgentRunner) and callable(agent):
-        agent = agent(app)
-    if not isinstance(agent, AgentRunner):
-        raise click.BadParameter(f"{agent_spec} is not an AgentRunner")
+    app, agent = _load_app_and_agent(app_spec, agent_spec)
     runner = app.worker(agent, lease=lease, poll_interval=poll)
     click.echo(f"longcall worker {runner.resumer.holder} on {app.store.dialect}", err=True)
     try:
@@ -393,8 +399,31 @@ def jobs_progress(
     show_default=True,
     help="How old a signed delivery may be.",
 )
-def serve(database: str, host: str, port: int, tolerance: str) -> None:
-    """Run the HTTP service (signed webhooks, health) on uvicorn until SIGTERM."""
+@click.option(
+    "--app",
+    "app_spec",
+    envvar="LONGCALL_APP",
+    default=None,
+    help="Your App, as package.module:name; its database wins over --database.",
+)
+@click.option(
+    "--agent",
+    "agent_spec",
+    envvar="LONGCALL_AGENT",
+    default=None,
+    help="Your AgentRunner, as package.module:name: runs the worker loops here.",
+)
+@click.option("--no-worker", is_flag=True, help="Serve the API only, even with an --agent.")
+def serve(
+    database: str,
+    host: str,
+    port: int,
+    tolerance: str,
+    app_spec: str | None,
+    agent_spec: str | None,
+    no_worker: bool,
+) -> None:
+    """Run the HTTP service, and with --app/--agent the worker loops too, until SIGTERM."""
     try:
         import uvicorn
 
@@ -404,20 +433,54 @@ def serve(database: str, host: str, port: int, tolerance: str) -> None:
         raise click.UsageError(str(exc)) from exc
     from longcall.jobs import parse_duration
 
-    with _app(database, migrate=True) as app:
-        web = create_app(app, settings=Settings(tolerance=parse_duration(tolerance)))
-        click.echo(f"longcall serving {database} on http://{host}:{port}", err=True)
-        # uvicorn drains on SIGTERM, then raises the signal again under the handler it found:
-        # this one, so a drained shutdown exits 0 instead of dying by the signal.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        uvicorn.run(
-            web,
-            host=host,
-            port=port,
-            log_level="warning",
-            timeout_graceful_shutdown=5,
-            timeout_keep_alive=5,
+    if agent_spec and not app_spec:
+        raise click.UsageError("--agent needs --app (the App whose tools the agent calls)")
+    settings = Settings(tolerance=parse_duration(tolerance))
+    if app_spec:
+        from longcall.app import App
+
+        if agent_spec:
+            app, agent = _load_app_and_agent(app_spec, agent_spec)
+        else:
+            app, agent = _load(app_spec, "--app"), None
+            if not isinstance(app, App):
+                raise click.BadParameter(f"{app_spec} is not a longcall.App")
+    else:
+        app, agent = None, None
+
+    async def run(app: Any) -> None:
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(app, settings=settings),
+                host=host,
+                port=port,
+                log_level="warning",
+                timeout_graceful_shutdown=5,
+                timeout_keep_alive=5,
+            )
         )
+        worker = app.worker(agent) if agent is not None and not no_worker else None
+        looping = asyncio.create_task(worker.run(handle_signals=False)) if worker else None
+        where = "with the worker loops" if worker else "API only (no worker here)"
+        click.echo(f"longcall serving {app.url} on http://{host}:{port}, {where}", err=True)
+        try:
+            await server.serve()  # returns once SIGTERM / SIGINT has drained the server
+        finally:
+            if worker is not None and looping is not None:
+                worker.stop()
+                await looping
+
+    # uvicorn raises the signal again after draining, under the handler it found: this one,
+    # so a drained shutdown goes on to stop the worker and exits 0 instead of dying.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    if app is not None:
+        try:
+            asyncio.run(run(app))
+        finally:
+            app.close()
+        return
+    with _app(database, migrate=True) as own:
+        asyncio.run(run(own))
 
 
 @main.group()

@@ -125,3 +125,86 @@ def test_tokens_create_list_revoke(tmp_path: Path) -> None:
     with longcall.App(url) as app:
         assert app.store.token_info(created["token"]) is None
     assert runner.invoke(main, ["tokens", "create", "--database", url]).exit_code == 2
+
+
+AGENT_MODULE = '''
+import os
+import longcall
+
+app = longcall.App(os.environ["LONGCALL_DATABASE_URL"])
+
+
+@app.long_running(key="export:{fmt}")
+def export(fmt: str) -> str:
+    """Exports data."""
+    return "started"
+
+
+rules = [longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
+runner = longcall.ScriptedAgent(app, rules=rules)
+'''
+
+
+def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Path) -> None:
+    """serve --app --agent: an HTTP completion is resumed by the worker in the same process."""
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    (tmp_path / "svcagent.py").write_text(AGENT_MODULE)
+    env = {**os.environ, "LONGCALL_DATABASE_URL": url, "PYTHONPATH": str(tmp_path)}
+    with longcall.App(url) as app:
+
+        @app.long_running(key="export:{fmt}")
+        def export(fmt: str) -> str:
+            """Exports data."""
+            return "started"
+
+        agent = longcall.ScriptedAgent(
+            app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
+        )
+        app.run_turn(agent, user_id="ana", session_id="s1", text="export please")
+        _, token = app.store.create_token(user_id="ana")
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "longcall"),
+            "serve",
+            "--app",
+            "svcagent:app",
+            "--agent",
+            "svcagent:runner",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "longcall serve did not come up"
+            time.sleep(0.05)
+        done = httpx.post(
+            f"{base}/v1/jobs/export:csv/complete",
+            json={"result": {"rows": 4}},
+            headers={"authorization": f"Bearer {token}"},
+        )
+        assert done.status_code == 200 and done.json()["changed"] is True
+        with longcall.App(url) as app:
+            deadline = time.monotonic() + 20
+            while app.get_job("export:csv").delivery is not longcall.Delivery.DELIVERED:
+                assert time.monotonic() < deadline, "the worker never resumed the session"
+                time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate()
+    assert "with the worker loops" in err
