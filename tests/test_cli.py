@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
+import sample_agent
 from longcall.cli import main
 from longcall.clock import SystemClock
 from longcall.store.queries import migrations
@@ -130,48 +130,20 @@ def test_unmigrated_database_exits_4_naming_migrate(tmp_path: Path) -> None:
     assert "longcall migrate" in result.output
 
 
-WORKER_MODULE = '''
-import os
-import longcall
-
-app = longcall.App(os.environ["LONGCALL_DATABASE_URL"])
-
-
-@app.long_running(key="export:{fmt}")
-def export(fmt: str) -> str:
-    """Exports data."""
-    return "started"
-
-
-rules = [longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
-runner = longcall.ScriptedAgent(app, rules=rules)
-'''
-
-
 def test_worker_command_delivers_and_stops_on_sigterm(tmp_path: Path) -> None:
     """`longcall worker --app … --agent …` resumes a completed job and exits 0 on SIGTERM."""
     url = f"sqlite:///{tmp_path / 'worker.db'}"
-    (tmp_path / "myagent.py").write_text(WORKER_MODULE)
-    env = {**os.environ, "LONGCALL_DATABASE_URL": url, "PYTHONPATH": str(tmp_path)}
+    env = sample_agent.install(tmp_path, url)
     with longcall.App(url) as app:
-
-        @app.long_running(key="export:{fmt}")
-        def export(fmt: str) -> str:
-            """Exports data."""
-            return "started"
-
-        agent = longcall.ScriptedAgent(
-            app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
-        )
-        app.run_turn(agent, user_id="u", session_id="s", text="export please")
+        agent = sample_agent.ask_for_export(app, user_id="u", session_id="s")
         proc = subprocess.Popen(
             [
                 str(Path(sys.executable).parent / "longcall"),
                 "worker",
                 "--app",
-                "myagent:app",
+                "sample_agent:app",
                 "--agent",
-                "myagent:runner",
+                "sample_agent:runner",
                 "--poll",
                 "0.1s",
             ],

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
+import sample_agent
 from longcall.cli import main
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
@@ -26,6 +27,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_until_healthy(base: str, seconds: float = 20) -> None:
+    """Poll /healthz until the server answers 200."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "longcall serve did not come up"
+        time.sleep(0.05)
 
 
 def test_serve_takes_a_delivery_signed_by_hooks_sign_and_stops_on_sigterm(tmp_path: Path) -> None:
@@ -69,15 +83,7 @@ def test_serve_takes_a_delivery_signed_by_hooks_sign_and_stops_on_sigterm(tmp_pa
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "longcall serve did not come up"
-            time.sleep(0.05)
+        wait_until_healthy(base)
         got = httpx.post(
             f"{base}/v1/hooks/batch",
             content=body.encode(),
@@ -127,40 +133,12 @@ def test_tokens_create_list_revoke(tmp_path: Path) -> None:
     assert runner.invoke(main, ["tokens", "create", "--database", url]).exit_code == 2
 
 
-AGENT_MODULE = '''
-import os
-import longcall
-
-app = longcall.App(os.environ["LONGCALL_DATABASE_URL"])
-
-
-@app.long_running(key="export:{fmt}")
-def export(fmt: str) -> str:
-    """Exports data."""
-    return "started"
-
-
-rules = [longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
-runner = longcall.ScriptedAgent(app, rules=rules)
-'''
-
-
 def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Path) -> None:
     """serve --app --agent: an HTTP completion is resumed by the worker in the same process."""
     url = f"sqlite:///{tmp_path / 'svc.db'}"
-    (tmp_path / "svcagent.py").write_text(AGENT_MODULE)
-    env = {**os.environ, "LONGCALL_DATABASE_URL": url, "PYTHONPATH": str(tmp_path)}
+    env = sample_agent.install(tmp_path, url)
     with longcall.App(url) as app:
-
-        @app.long_running(key="export:{fmt}")
-        def export(fmt: str) -> str:
-            """Exports data."""
-            return "started"
-
-        agent = longcall.ScriptedAgent(
-            app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
-        )
-        app.run_turn(agent, user_id="ana", session_id="s1", text="export please")
+        sample_agent.ask_for_export(app, user_id="ana", session_id="s1")
         _, token = app.store.create_token(user_id="ana")
     port = free_port()
     proc = subprocess.Popen(
@@ -168,9 +146,9 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
             str(Path(sys.executable).parent / "longcall"),
             "serve",
             "--app",
-            "svcagent:app",
+            "sample_agent:app",
             "--agent",
-            "svcagent:runner",
+            "sample_agent:runner",
             "--port",
             str(port),
         ],
@@ -181,15 +159,7 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "longcall serve did not come up"
-            time.sleep(0.05)
+        wait_until_healthy(base)
         done = httpx.post(
             f"{base}/v1/jobs/export:csv/complete",
             json={"result": {"rows": 4}},
