@@ -255,16 +255,14 @@ class App:
         notify_model: bool = False,
     ) -> Ingested:
         return await self.in_thread(
-            functools.partial(
-                self.store.ingest,
-                source=source,
-                delivery_id=delivery_id,
-                job_id=job_id,
-                kind=kind,
-                payload=payload,
-                notify=notify_model,
-                throttle=self.progress_throttle,
-            )
+            self.store.ingest,
+            source=source,
+            delivery_id=delivery_id,
+            job_id=job_id,
+            kind=kind,
+            payload=payload,
+            notify=notify_model,
+            throttle=self.progress_throttle,
         )
 
     def attach(self, job_id: str, ids: CallIds) -> Job:
@@ -311,7 +309,7 @@ class App:
         return self.store.list_jobs(**filters)
 
     async def list_jobs_async(self, **filters: Any) -> list[Job]:
-        return await self.in_thread(functools.partial(self.store.list_jobs, **filters))
+        return await self.in_thread(self.store.list_jobs, **filters)
 
     def job_events(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
         self.refuse_in_loop("job_events")
