@@ -425,9 +425,7 @@ def serve(
 ) -> None:
     """Run the HTTP service, and with --app/--agent the worker loops too, until SIGTERM."""
     try:
-        import uvicorn
-
-        from longcall.server import create_app
+        from longcall.server import runner
         from longcall.server.app import Settings
     except ImportError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -449,26 +447,11 @@ def serve(
         app, agent = None, None
 
     async def run(app: Any) -> None:
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(app, settings=settings),
-                host=host,
-                port=port,
-                log_level="warning",
-                timeout_graceful_shutdown=5,
-                timeout_keep_alive=5,
-            )
-        )
-        worker = app.worker(agent) if agent is not None and not no_worker else None
-        looping = asyncio.create_task(worker.run(handle_signals=False)) if worker else None
-        where = "with the worker loops" if worker else "API only (no worker here)"
+        where = "with the worker loops" if agent is not None and not no_worker else "API only"
         click.echo(f"longcall serving {app.url} on http://{host}:{port}, {where}", err=True)
-        try:
-            await server.serve()  # returns once SIGTERM / SIGINT has drained the server
-        finally:
-            if worker is not None and looping is not None:
-                worker.stop()
-                await looping
+        await runner.serve(
+            app, agent=agent, worker=not no_worker, settings=settings, host=host, port=port
+        )
 
     # uvicorn raises the signal again after draining, under the handler it found: this one,
     # so a drained shutdown goes on to stop the worker and exits 0 instead of dying.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
@@ -9,15 +12,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.errors import LongcallError
-from longcall.server import hooks, jobs
+from longcall.server import dashboard, events, hooks, jobs, metrics, spec
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     tolerance: float = 300.0  # seconds a signed delivery stays acceptable
     max_body: int = hooks.MAX_BODY
+    poll: float = 0.5  # how often an event stream looks for changes made by other processes
+    keepalive: float = 15.0  # seconds between comments on a quiet event stream
 
 
 async def healthz(request: Request) -> Response:
@@ -33,16 +39,35 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ready"})
 
 
-def create_app(app: App, *, settings: Settings | None = None) -> Starlette:
-    """The HTTP service over ``app``'s store."""
+def create_app(
+    app: App, *, agent: AgentRunner | None = None, settings: Settings | None = None
+) -> Starlette:
+    """The HTTP service over ``app``'s store; ``agent`` (if given) shows session transcripts."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(web: Starlette) -> AsyncIterator[None]:
+        web.state.closing = asyncio.Event()
+        try:
+            yield
+        finally:
+            web.state.closing.set()
+
     web = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/v1/hooks/{source}", hooks.receive, methods=["POST"]),
+            *events.ROUTES,
             *jobs.ROUTES,
-        ]
+            *metrics.ROUTES,
+            *spec.ROUTES,
+            *dashboard.ROUTES,
+        ],
+        lifespan=lifespan,
     )
     web.state.longcall = app
+    web.state.agent = agent
     web.state.settings = settings or Settings()
+    web.state.closing = asyncio.Event()
+    web.state.metrics = metrics.Metrics(app)
     return web

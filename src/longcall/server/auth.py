@@ -13,6 +13,10 @@ from longcall.jobs import Job
 from longcall.server.errors import error
 
 
+# The dashboard keeps the token in this cookie (HttpOnly, SameSite=Strict).
+COOKIE = "longcall_token"
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     user_id: str | None
@@ -26,6 +30,9 @@ async def authenticate(request: Request) -> Principal | Response:
     """The caller of a bearer-token request, or the 401/503 answer to send instead."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
+    if not header and COOKIE in request.cookies:
+        # The dashboard's pages and event streams: a browser cannot put a header on those.
+        scheme, token = "bearer", request.cookies[COOKIE]
     if scheme.lower() != "bearer" or not token.strip():
         return _unauthorized("send an Authorization: Bearer <token> header")
     app: App = request.app.state.longcall

@@ -1,0 +1,72 @@
+"""Running the service: uvicorn, the worker loops beside it, and a shutdown that drains.
+
+An event stream never ends by itself, and uvicorn waits for open connections before it stops;
+so the server tells the streams to close (``state.closing``) the moment shutdown begins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+
+from longcall.agents import AgentRunner
+from longcall.app import App
+from longcall.server.app import Settings, create_app
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server, closing the app's event streams as soon as it starts shutting down."""
+
+    def __init__(self, web: Starlette, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.web = web
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.web.state.closing.set()
+        await super().shutdown(sockets)
+
+
+def build(
+    app: App,
+    *,
+    agent: AgentRunner | None = None,
+    settings: Settings | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8800,
+    **uvicorn_options: Any,
+) -> Server:
+    """A server for ``app`` (not started): ``await server.serve()`` or ``server.run()``."""
+    web = create_app(app, agent=agent, settings=settings)
+    options: dict[str, Any] = {
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 5,
+        "timeout_keep_alive": 5,
+    }
+    options.update(uvicorn_options)
+    return Server(web, uvicorn.Config(web, host=host, port=port, **options))
+
+
+async def serve(
+    app: App,
+    *,
+    agent: AgentRunner | None = None,
+    worker: bool = True,
+    settings: Settings | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8800,
+    sockets: list[socket.socket] | None = None,
+) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT, with the worker loops when there is an ``agent``."""
+    server = build(app, agent=agent, settings=settings, host=host, port=port)
+    loops = app.worker(agent) if agent is not None and worker else None
+    looping = asyncio.create_task(loops.run(handle_signals=False)) if loops else None
+    try:
+        await server.serve(sockets=sockets)  # returns once a signal has drained the server
+    finally:
+        if loops is not None and looping is not None:
+            loops.stop()
+            await looping

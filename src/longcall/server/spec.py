@@ -1,0 +1,5 @@
+"""``/openapi.json`` and ``/docs`` (being built)."""
+
+from starlette.routing import BaseRoute
+
+ROUTES: list[BaseRoute] = []
