@@ -81,6 +81,13 @@ class AgentRunner(Protocol):
         ...
 
 
+@runtime_checkable
+class TranscriptSource(Protocol):
+    """An agent runner that can show a session's conversation (the dashboard's transcript)."""
+
+    async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]: ...
+
+
 class CallObserver:
     """Attaches session and call ids to jobs from a run's events.
 

@@ -241,3 +241,7 @@ class ScriptedAgent:
         """Every event of a session, in order."""
         events = await self.app.in_thread(self.app.store.session_events, session_id)
         return [event_from_content(e.author, e.invocation_id, e.content) for e in events]
+
+    async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
+        """:meth:`history` as the :class:`~longcall.agents.TranscriptSource` protocol asks."""
+        return await self.history(session_id)

@@ -8,16 +8,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 import longcall
+from longcall import CallIds
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
-import uvicorn
 
-from longcall.server import create_app
+from longcall.server import runner
 
 
 @contextlib.contextmanager
@@ -26,7 +28,7 @@ def live_server(app: longcall.App) -> Iterator[httpx.Client]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(app), log_level="warning"))
+    server = runner.build(app)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -46,3 +48,41 @@ def live_server(app: longcall.App) -> Iterator[httpx.Client]:
 def live() -> Callable[[longcall.App], AbstractContextManager[httpx.Client]]:
     """:func:`live_server`, for tests to serve the App they built."""
     return live_server
+
+
+@dataclass
+class Api:
+    app: longcall.App
+    client: httpx.Client
+    alice: str
+    bob: str
+    admin: str
+
+    def call(
+        self, method: str, path: str, token: str | None, body: Any = None, **options: Any
+    ) -> httpx.Response:
+        headers = dict(options.pop("headers", {}))
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        if body is not None:
+            options["json"] = body
+        return self.client.request(method, path, headers=headers, **options)
+
+
+@pytest.fixture
+def api(db_url: str, live: Any) -> Iterator[Api]:
+    """A live server; alice owns export:csv, bob owns export:json; three tokens."""
+    app = longcall.App(db_url)
+
+    @app.long_running(key="export:{fmt}")
+    def export(fmt: str) -> str:
+        """Exports."""
+        return "started"
+
+    export.invoke({"fmt": "csv"}, CallIds("exports", "alice", "s-a", "c-a", "i-a"))
+    export.invoke({"fmt": "json"}, CallIds("exports", "bob", "s-b", "c-b", "i-b"))
+    tokens = [app.store.create_token(user_id=u)[1] for u in ("alice", "bob")]
+    admin = app.store.create_token(user_id=None, admin=True)[1]
+    with live(app) as client:
+        yield Api(app, client, tokens[0], tokens[1], admin)
+    app.close()

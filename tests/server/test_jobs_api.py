@@ -2,53 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-import longcall
-from longcall import CallIds, JobState
+from longcall import JobState
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
-import httpx
-
-
-@dataclass
-class Api:
-    app: longcall.App
-    client: httpx.Client
-    alice: str
-    bob: str
-    admin: str
-
-    def call(
-        self, method: str, path: str, token: str | None, body: Any = None, **options: Any
-    ) -> httpx.Response:
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        if body is not None:
-            options["json"] = body
-        return self.client.request(method, path, headers=headers, **options)
-
-
-@pytest.fixture
-def api(db_url: str, live: Any) -> Iterator[Api]:
-    """A live server; alice owns export:csv, bob owns export:json; three tokens."""
-    app = longcall.App(db_url)
-
-    @app.long_running(key="export:{fmt}")
-    def export(fmt: str) -> str:
-        """Exports."""
-        return "started"
-
-    export.invoke({"fmt": "csv"}, CallIds("exports", "alice", "s-a", "c-a", "i-a"))
-    export.invoke({"fmt": "json"}, CallIds("exports", "bob", "s-b", "c-b", "i-b"))
-    tokens = [app.store.create_token(user_id=u)[1] for u in ("alice", "bob")]
-    admin = app.store.create_token(user_id=None, admin=True)[1]
-    with live(app) as client:
-        yield Api(app, client, tokens[0], tokens[1], admin)
-    app.close()
+from server.conftest import Api
 
 
 @pytest.mark.parametrize("token", [None, "lc_nope_nope", "not-a-bearer"])

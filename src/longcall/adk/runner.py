@@ -157,6 +157,11 @@ class AdkAgentRunner:
             with contextlib.suppress(ValueError):
                 RESUMING.reset(token)
 
+    async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
+        """The ADK session's events, in longcall's terms (empty for an unknown session)."""
+        session = await self._session(user_id, session_id)
+        return [] if session is None else [to_agent_event(e) for e in session.events]
+
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
         """Whether the session already holds a closing (terminal) response to ``call_id``."""
         session = await self._session(user_id, session_id)

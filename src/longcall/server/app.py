@@ -15,7 +15,7 @@ from starlette.routing import Route
 from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.errors import LongcallError
-from longcall.server import dashboard, events, hooks, jobs, metrics, spec
+from longcall.server import dashboard, events, hooks, jobs, metrics, sessions, spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(web: Starlette) -> AsyncIterator[None]:
-        web.state.closing = asyncio.Event()
+        web.state.closing.clear()
         try:
             yield
         finally:
@@ -59,6 +59,7 @@ def create_app(
             Route("/v1/hooks/{source}", hooks.receive, methods=["POST"]),
             *events.ROUTES,
             *jobs.ROUTES,
+            *sessions.ROUTES,
             *metrics.ROUTES,
             *spec.ROUTES,
             *dashboard.ROUTES,

@@ -12,7 +12,6 @@ from longcall.errors import StoreError
 from longcall.jobs import Job
 from longcall.server.errors import error
 
-
 # The dashboard keeps the token in this cookie (HttpOnly, SameSite=Strict).
 COOKIE = "longcall_token"
 

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from longcall.app import App
 from longcall.errors import AttachConflict, JobNotFound, StoreError, WebhookError
-from longcall.jobs import CallIds, FinishOutcome, Job, JobState, parse_duration
+from longcall.jobs import CallIds, FinishOutcome, Job, JobEvent, JobState, parse_duration
 from longcall.server.auth import Principal, authenticate
 from longcall.server.errors import error
 from longcall.server.hooks import read_body
@@ -236,14 +236,16 @@ async def get_job(request: Request, app: App, who: Principal) -> Response:
 async def job_events(request: Request, app: App, who: Principal) -> Response:
     job = await visible_job(app, who, request.path_params["job_id"])
     events = await app.job_events_async(job.job_id)
-    return JSONResponse(
-        {
-            "events": [
-                {"seq": e.seq, "kind": e.kind, "data": e.data, "createdAt": iso(e.created_at)}
-                for e in events
-            ]
-        }
-    )
+    return JSONResponse({"events": [event_json(e) for e in events]})
+
+
+def event_json(event: JobEvent) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "kind": event.kind,
+        "data": event.data,
+        "createdAt": iso(event.created_at),
+    }
 
 
 def _finished(outcome: FinishOutcome) -> Response:
@@ -308,7 +310,6 @@ async def extend(request: Request, app: App, who: Principal) -> Response:
 ROUTES = [
     Route("/v1/jobs", authorized(list_jobs), methods=["GET"]),
     Route("/v1/jobs", authorized(create_job), methods=["POST"]),
-    Route("/v1/jobs/{job_id:path}/events", authorized(job_events), methods=["GET"]),
     Route("/v1/jobs/{job_id:path}/complete", authorized(complete), methods=["POST"]),
     Route("/v1/jobs/{job_id:path}/fail", authorized(fail), methods=["POST"]),
     Route("/v1/jobs/{job_id:path}/cancel", authorized(cancel), methods=["POST"]),

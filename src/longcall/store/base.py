@@ -717,6 +717,33 @@ class Store(SessionOps, HookOps, TokenOps):
         rows = self._transact(lambda tx: tx.all("list_jobs", **params), write=False)
         return [job_from_row(r) for r in rows]
 
+    def changed_jobs(
+        self,
+        since: float,
+        after_id: str = "",
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        tool_name: str | None = None,
+        limit: int = 200,
+    ) -> list[Job]:
+        """Jobs whose last change is after (``since``, ``after_id``), oldest change first."""
+        params = {
+            "since": since,
+            "after_id": after_id,
+            "user_id": user_id,
+            "session_id": session_id,
+            "tool_name": tool_name,
+            "limit": limit,
+        }
+        rows = self._transact(lambda tx: tx.all("changed_jobs", **params), write=False)
+        return [job_from_row(r) for r in rows]
+
+    def last_change(self) -> float | None:
+        """When the most recently changed job changed (None with no jobs)."""
+        row = self._transact(lambda tx: tx.one("last_change"), write=False)
+        return None if row is None or row["at"] is None else float(row["at"])
+
     def job_events(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
         rows = self._transact(
             lambda tx: tx.all("job_events", job_id=job_id, after=after), write=False

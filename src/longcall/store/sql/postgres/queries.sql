@@ -289,3 +289,16 @@ WHERE token_id = %(token_id)s AND revoked_at IS NULL;
 UPDATE lc_jobs SET deadline_at = lc_now(%(now)s) + %(seconds)s, updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s AND state = 'started'
 RETURNING *;
+
+-- name: changed_jobs
+-- Jobs in the order of their last change, from a point on (event streams).
+SELECT * FROM lc_jobs
+WHERE (updated_at > %(since)s OR (updated_at = %(since)s AND job_id > %(after_id)s))
+  AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
+  AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
+  AND (%(tool_name)s::text IS NULL OR tool_name = %(tool_name)s)
+ORDER BY updated_at, job_id
+LIMIT %(limit)s;
+
+-- name: last_change
+SELECT MAX(updated_at) AS at FROM lc_jobs;

@@ -281,3 +281,16 @@ UPDATE lc_tokens SET revoked_at = :now WHERE token_id = :token_id AND revoked_at
 UPDATE lc_jobs SET deadline_at = :now + :seconds, updated_at = :now
 WHERE job_id = :job_id AND state = 'started'
 RETURNING *;
+
+-- name: changed_jobs
+-- Jobs in the order of their last change, from a point on (event streams).
+SELECT * FROM lc_jobs
+WHERE (updated_at > :since OR (updated_at = :since AND job_id > :after_id))
+  AND (:user_id IS NULL OR user_id = :user_id)
+  AND (:session_id IS NULL OR session_id = :session_id)
+  AND (:tool_name IS NULL OR tool_name = :tool_name)
+ORDER BY updated_at, job_id
+LIMIT :limit;
+
+-- name: last_change
+SELECT MAX(updated_at) AS at FROM lc_jobs;

@@ -135,3 +135,6 @@ CREATE TABLE lc_tokens (
     created_at  REAL NOT NULL,
     revoked_at  REAL
 );
+
+-- Event streams follow changes in the order they were made (schema 3).
+CREATE INDEX lc_jobs_updated ON lc_jobs (updated_at, job_id);
