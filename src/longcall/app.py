@@ -80,6 +80,9 @@ class App:
         self.session_lease = parse_duration(session_lease)
         self.holder = new_holder_id()
         self.tools: dict[str, LongRunningTool] = {}
+        # Called as (outcome, job) for each delivery the resumer makes: "delivered",
+        # "progress_delivered", "orphaned", "delivery_retried", ... (the server's metrics).
+        self.delivery_listeners: list[Callable[[str, Job], None]] = []
         # Calls whose job this process created with the whole join: an observer that sees
         # their pending response has nothing to attach (a bounded memory, not a record).
         self._joined_calls: OrderedDict[str, None] = OrderedDict()

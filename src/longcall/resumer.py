@@ -128,7 +128,7 @@ class Resumer:
             ):
                 # Delivered before a crash; only the bookkeeping was lost.
                 await self._mark_delivered([job])
-                self.stats["already_in_session"] += 1
+                self._count("already_in_session", [job])
                 continue
             to_send.append(job)
         if not to_send:
@@ -166,15 +166,24 @@ class Resumer:
                     delay=0,
                     delivery=Delivery.ORPHANED,
                 )
-            self.stats["orphaned"] += len(to_send)
+            self._count("orphaned", to_send)
             return False
         except Exception as exc:
             await self._retry_later(to_send, exc)
             return False
         await self._mark_delivered(to_send, release_session=session_id if release_after else None)
-        for job in to_send:
-            self.stats["delivered" if job.terminal else "progress_delivered"] += 1
+        self._count("delivered", [j for j in to_send if j.terminal])
+        self._count("progress_delivered", [j for j in to_send if not j.terminal])
         return release_after
+
+    def _count(self, outcome: str, jobs: list[Job]) -> None:
+        """Tally a delivery outcome, and tell the app's listeners (the server's metrics)."""
+        if not jobs:
+            return
+        self.stats[outcome] += len(jobs)
+        for listener in self.app.delivery_listeners:
+            for job in jobs:
+                listener(outcome, job)
 
     async def _mark_delivered(self, jobs: list[Job], *, release_session: str | None = None) -> None:
         marked = await self._marks.mark(jobs, release_session)
@@ -197,7 +206,7 @@ class Resumer:
                     error,
                 )
                 delivery, delay = Delivery.FAILED, 0.0
-                self.stats["delivery_failed"] += 1
+                self._count("delivery_failed", [job])
             else:
                 delivery, delay = Delivery.READY, self.backoff(job.attempts)
                 log.warning(
@@ -207,7 +216,7 @@ class Resumer:
                     delay,
                     error,
                 )
-                self.stats["delivery_retried"] += 1
+                self._count("delivery_retried", [job])
             await self.app.in_thread(
                 self.app.store.release,
                 job,

@@ -52,11 +52,13 @@ def create_app(
         finally:
             web.state.closing.set()
 
+    measured = metrics.Metrics(app)
+
     web = Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-            Route("/v1/hooks/{source}", hooks.receive, methods=["POST"]),
+            Route("/v1/hooks/{source}", measured.counted(hooks.receive), methods=["POST"]),
             *events.ROUTES,
             *jobs.ROUTES,
             *sessions.ROUTES,
@@ -70,5 +72,5 @@ def create_app(
     web.state.agent = agent
     web.state.settings = settings or Settings()
     web.state.closing = asyncio.Event()
-    web.state.metrics = metrics.Metrics(app)
+    web.state.metrics = measured
     return web

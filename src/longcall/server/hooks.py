@@ -110,6 +110,7 @@ async def receive(request: Request) -> Response:
         return error(503, "store_unavailable", f"the store cannot be read: {exc}")
     if not secrets:
         return error(401, "webhook_unauthorized", f"no secret is configured for {source!r}")
+    request.state.webhook_source = source  # a configured one: metrics may name it
     try:
         message = verify(
             body,
@@ -143,5 +144,6 @@ async def receive(request: Request) -> Response:
         )
     except StoreError as exc:
         return error(503, "store_unavailable", f"the delivery was not stored: {exc}")
+    request.state.webhook_outcome = ingested.outcome
     status = 202 if ingested.outcome == "early" else 200
     return JSONResponse({"outcome": ingested.outcome, "jobId": delivery.job_id}, status_code=status)

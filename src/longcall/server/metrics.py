@@ -1,12 +1,99 @@
-"""``/metrics`` (being built)."""
+"""``GET /metrics``: Prometheus text, one registry per server.
 
-from typing import Any
+Job counts come from the store at scrape time, so they are the same whichever process
+asks. Webhook outcomes are counted by the server that answered them; deliveries and their
+latency by the worker loops running in this process (``longcall serve --agent``).
+Unauthenticated like the health checks: it says how many, never what.
+"""
 
-from starlette.routing import BaseRoute
+from __future__ import annotations
 
-ROUTES: list[BaseRoute] = []
+from collections.abc import Awaitable, Callable, Iterator
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from longcall.app import App
+from longcall.errors import StoreError
+from longcall.jobs import Job
+from longcall.server.errors import error
+
+# From a webhook that lands while the agent waits, to hours for a person's approval.
+LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+class _JobCounts(Collector):
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "longcall_jobs", "Jobs by state and delivery.", labels=["state", "delivery"]
+        )
+        for (state, delivery), count in sorted(self.app.store.counts().items()):
+            family.add_metric([state, delivery], count)
+        yield family
 
 
 class Metrics:
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_JobCounts(app))
+        self.webhooks = Counter(
+            "longcall_webhook_deliveries",
+            "Deliveries to POST /v1/hooks/{source}, by outcome.",
+            ["source", "outcome"],
+            registry=self.registry,
+        )
+        self.deliveries = Counter(
+            "longcall_deliveries",
+            "Function responses handed to the agent by this process, by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "longcall_delivery_latency_seconds",
+            "From a job's result to the agent's session having it.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        app.delivery_listeners.append(self.delivered)
+
+    def delivered(self, outcome: str, job: Job) -> None:
+        self.deliveries.labels(outcome).inc()
+        if outcome == "delivered" and job.finished_at is not None:
+            self.latency.observe(max(0.0, self.app.clock.now() - job.finished_at))
+
+    def counted(
+        self, receive: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """``receive`` (the webhook endpoint), counting each answer by its outcome."""
+
+        async def endpoint(request: Request) -> Response:
+            response = await receive(request)
+            outcome = getattr(request.state, "webhook_outcome", None)
+            # Only configured sources become labels: anyone can post to any path.
+            source = getattr(request.state, "webhook_source", "(unknown)")
+            self.webhooks.labels(source, outcome or f"refused_{response.status_code}").inc()
+            return response
+
+        return endpoint
+
+
+async def metrics(request: Request) -> Response:
+    app: App = request.app.state.longcall
+    registry = request.app.state.metrics.registry
+    try:
+        text = await app.in_thread(generate_latest, registry)
+    except StoreError as exc:
+        return error(503, "store_unavailable", f"the store could not be read: {exc}")
+    return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+
+ROUTES = [Route("/metrics", metrics, methods=["GET"])]
