@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
+
 from server.conftest import Api
 
 WAIT = 10.0  # seconds; streams poll every half second

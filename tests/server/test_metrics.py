@@ -12,9 +12,9 @@ import longcall
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 from prometheus_client.parser import text_string_to_metric_families
-from sample_agent import ask_for_export
 
 from longcall.webhooks import new_secret, sign
+from sample_agent import ask_for_export
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -1,5 +1,398 @@
-"""The dashboard at ``/`` (being built)."""
+"""The dashboard at ``/``: the jobs, one job's story, and the buttons an operator needs.
 
-from starlette.routing import BaseRoute
+Pages are rendered here, every value from the data through :func:`html.escape`;
+``static/dashboard.js`` keeps them live over the server-sent event streams and acts through the
+JSON API with the login cookie, so the page can do nothing a token holder could not do with
+curl, and each button shows that curl command. Nothing is loaded from anywhere but this server.
+"""
 
-ROUTES: list[BaseRoute] = []
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qs, quote, urlencode
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from longcall.app import App
+from longcall.errors import JobNotFound, StoreError
+from longcall.jobs import JobState
+from longcall.server.auth import COOKIE, Principal, authenticate
+from longcall.server.hooks import read_body
+from longcall.server.jobs import iso, job_json, visible_job
+
+STATIC = Path(__file__).with_name("static")
+PAGE_SIZE = 100
+STATES = [s.value for s in JobState]
+HEADERS = {
+    # No inline script or style and nothing from elsewhere: even a value that slipped past
+    # escaping could not run.
+    "content-security-policy": (
+        "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",  # /login?token=… must not travel in a Referer
+    "cache-control": "no-store",
+}
+Page = Callable[[Request, App, Principal], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str  # the key in the request body
+    label: str
+    kind: Literal["json", "text", "bool"]  # parsed JSON; a string, left out when empty; a box
+    default: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    verb: str  # the last part of the API path: /v1/jobs/{jobId}/{verb}
+    button: str
+    fields: tuple[Field, ...]
+
+
+ACTIONS = (
+    Action(
+        "progress",
+        "Send progress",
+        (
+            Field("progress", "Progress (JSON)", "json", '{"percent": 50}'),
+            Field("notifyModel", "Tell the model too (otherwise only this page sees it)", "bool"),
+        ),
+    ),
+    Action("complete", "Complete", (Field("result", "Result (JSON)", "json", "{}"),)),
+    Action("fail", "Fail", (Field("error", "Error", "text"),)),
+    Action("cancel", "Cancel", (Field("reason", "Reason", "text"),)),
+    Action(
+        "extend",
+        "Extend the deadline",
+        (Field("deadline", "New deadline from now (45m, 2h, or seconds)", "text", "30m"),),
+    ),
+)
+JOB_FIELDS = (
+    ("jobId", "Job id"),
+    ("toolName", "Tool"),
+    ("state", "State"),
+    ("delivery", "Delivery"),
+    ("deadlineAt", "Deadline"),
+    ("appName", "App"),
+    ("userId", "User"),
+    ("sessionId", "Session"),
+    ("callId", "Call id"),
+    ("invocationId", "Invocation id"),
+    ("createdAt", "Created"),
+    ("updatedAt", "Updated"),
+    ("finishedAt", "Finished"),
+    ("deliveredAt", "Delivered to the agent"),
+    ("deliveryAttempts", "Delivery attempts"),
+    ("lastError", "Last delivery error"),
+    ("pendingMessage", "Pending message"),
+)
+
+
+# -- formatting, the same as dashboard.js does it --------------------------------------------
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def shown(field: str, value: Any) -> str:
+    """A job field as text: times in UTC to the second, structures as JSON, nothing as a dash."""
+    if value is None:
+        return "—"
+    if field.endswith("At"):
+        return str(value)[:19].replace("T", " ")
+    if isinstance(value, dict | list | bool):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return str(value)
+
+
+def shell(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def curl(url: str, body: dict[str, Any]) -> str:
+    """The command that does what a button does, with the token left in an environment variable."""
+    return (
+        f"curl -X POST {shell(url)} \\\n"
+        '  -H "Authorization: Bearer $LONGCALL_TOKEN" \\\n'
+        "  -H 'Content-Type: application/json' \\\n"
+        f"  -d {shell(compact(body))}"
+    )
+
+
+def default_body(action: Action) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    for field in action.fields:
+        if field.kind == "json":
+            body[field.name] = json.loads(field.default)
+        elif field.kind == "bool":
+            body[field.name] = False
+        elif field.default:
+            body[field.name] = field.default
+    return body
+
+
+def in_path(job_id: str) -> str:
+    """A job id as one segment of a URL path (a "/" in it too)."""
+    return quote(job_id, safe=":@")
+
+
+def haystack(job: dict[str, Any]) -> str:
+    """What the search box looks in."""
+    parts = [job["jobId"], job["toolName"], job["sessionId"], job["userId"], job["callId"]]
+    return " ".join([*(p or "" for p in parts), compact(job["args"])]).lower()
+
+
+# -- pages ------------------------------------------------------------------------------------
+
+
+def layout(title: str, main: str, who: Principal | None = None, status: int = 200) -> Response:
+    account = ""
+    if who is not None:
+        name = "admin" if who.admin else who.user_id or ""
+        account = (
+            '<span class="live" id="live">connecting…</span>'
+            f'<span class="who">{escape(name)}</span><a href="/logout">Log out</a>'
+        )
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{escape(title)} · longcall</title>
+<link rel="stylesheet" href="/static/dashboard.css">
+<link rel="icon" href="/static/favicon.svg">
+<script src="/static/dashboard.js" defer></script>
+</head><body>
+<header><a class="brand" href="/">longcall</a><nav>{account}</nav></header>
+{main}
+</body></html>
+"""
+    return HTMLResponse(page, status_code=status, headers=HEADERS)
+
+
+def badge(field: str, value: str) -> str:
+    value = escape(value)
+    return f'<span class="badge {field}-{value}" data-field="{field}">{value}</span>'
+
+
+def job_row(job: dict[str, Any], hidden: bool) -> str:
+    link = f'<a href="/jobs/{escape(in_path(job["jobId"]))}">{escape(job["jobId"])}</a>'
+    cells = [
+        link,
+        escape(job["toolName"]),
+        badge("state", job["state"]),
+        badge("delivery", job["delivery"]),
+        *(escape(shown(f, job[f])) for f in ("sessionId", "userId", "createdAt", "deadlineAt")),
+    ]
+    attributes = (
+        f'data-job-id="{escape(job["jobId"])}" data-search="{escape(haystack(job))}"'
+        f' data-updated="{escape(job["updatedAt"])}"{" hidden" if hidden else ""}'
+    )
+    return f"<tr {attributes}>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+
+
+def filter_links(state: str | None, search: str) -> str:
+    links = []
+    for value in [None, *STATES]:
+        query = urlencode({k: v for k, v in (("state", value), ("q", search)) if v})
+        current = ' aria-current="page"' if value == state else ""
+        links.append(f'<a href="/?{escape(query)}"{current}>{escape(value or "all")}</a>')
+    return " ".join(links)
+
+
+async def jobs_page(request: Request, app: App, who: Principal) -> Response:
+    q = request.query_params
+    state = q.get("state") if q.get("state") in STATES else None
+    search = q.get("q", "")
+    before = None
+    if q.get("before"):
+        older = await visible_job(app, who, q["before"])
+        before = (older.created_at, older.job_id)
+    jobs = [
+        job_json(j)
+        for j in await app.list_jobs_async(
+            state=JobState(state) if state else None,
+            user_id=None if who.admin else who.user_id,
+            before=before,
+            limit=PAGE_SIZE,
+        )
+    ]
+    rows = "\n".join(job_row(j, search.lower() not in haystack(j)) for j in jobs)
+    more = ""
+    if len(jobs) == PAGE_SIZE:
+        query = urlencode({"state": state or "", "q": search, "before": jobs[-1]["jobId"]})
+        more = f'<p><a href="/?{escape(query)}">Older jobs</a></p>'
+    main = f"""<main data-page="jobs" data-state="{escape(state or "")}"
+ data-newest="{"" if before else "yes"}">
+<h1>Jobs</h1><p class="outcome" id="outcome" role="status"></p>
+<nav class="filters" aria-label="State">{filter_links(state, search)}</nav>
+<form class="search" role="search" method="get" action="/">
+<input type="hidden" name="state" value="{escape(state or "")}">
+<input type="search" name="q" id="search" value="{escape(search)}"
+ placeholder="Search ids, tools, sessions, users, arguments" aria-label="Search">
+</form>
+<table class="jobs"><thead><tr><th>Job</th><th>Tool</th><th>State</th><th>Delivery</th>
+<th>Session</th><th>User</th><th>Created (UTC)</th><th>Deadline (UTC)</th></tr></thead>
+<tbody id="jobs">{rows}</tbody></table>
+<p id="empty"{" hidden" if jobs else ""}>No jobs here yet; new ones appear as they start.</p>
+{more}
+</main>"""
+    return layout("Jobs", main, who)
+
+
+def action_form(action: Action, url: str) -> str:
+    inputs = []
+    for f in action.fields:
+        name = escape(f.name)
+        if f.kind == "json":
+            text = escape(f.default)
+            control = f'<textarea name="{name}" data-kind="json" rows="3">{text}</textarea>'
+            inputs.append(f"<label>{escape(f.label)}{control}</label>")
+        elif f.kind == "bool":
+            control = f'<input type="checkbox" name="{name}" data-kind="bool">'
+            inputs.append(f'<label class="check">{control} {escape(f.label)}</label>')
+        else:
+            control = f'<input name="{name}" data-kind="text" value="{escape(f.default)}">'
+            inputs.append(f"<label>{escape(f.label)}{control}</label>")
+    return f"""<form class="action" data-verb="{action.verb}">
+{"".join(inputs)}
+<button type="submit">{escape(action.button)}</button>
+<pre class="curl"><code>{escape(curl(f"{url}/{action.verb}", default_body(action)))}</code></pre>
+</form>"""
+
+
+async def job_page(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    data = job_json(job)
+    events = await app.job_events_async(job.job_id)
+    path = "/v1/jobs/" + in_path(job.job_id)
+    fields = "\n".join(
+        f"<dt>{escape(label)}</dt><dd>"
+        + (badge(f, data[f]) if f in ("state", "delivery") else _text(f, data[f]))
+        + "</dd>"
+        for f, label in JOB_FIELDS
+    )
+    blocks = "\n".join(
+        f"<h3>{name.capitalize()}</h3><pre>{_text(name, data[name])}</pre>"
+        for name in ("args", "progress", "result")
+    )
+    log = "\n".join(
+        f"<tr><td>{e.seq}</td><td>{escape(shown('createdAt', iso(e.created_at)))}"
+        f"</td><td>{escape(e.kind)}</td><td><code>{escape(compact(e.data))}</code></td></tr>"
+        for e in events
+    )
+    forms = "\n".join(
+        f"<section><h3>{escape(a.button)}</h3>{action_form(a, str(request.base_url)[:-1] + path)}"
+        "</section>"
+        for a in ACTIONS
+    )
+    started = job.state is JobState.STARTED
+    main = f"""<main data-page="job" data-job="{escape(json.dumps(data))}"
+ data-path="{escape(path)}">
+<p><a href="/">← All jobs</a></p>
+<h1>{escape(job.job_id)} {badge("state", data["state"])}</h1>
+<div class="columns"><section><h2>Job</h2><dl>{fields}</dl>{blocks}</section>
+<section><h2>Actions</h2><p class="outcome" id="outcome" role="status"></p>
+<p class="note" id="finished"{" hidden" if started else ""}>
+The job is {_text("state", data["state"])}; these change only a started job.</p>
+<fieldset id="actions"{"" if started else " disabled"}>{forms}</fieldset>
+<p class="note">The curl commands read your token from <code>$LONGCALL_TOKEN</code>.</p>
+</section></div>
+<h2>Transcript</h2><ol class="transcript" id="transcript"><li class="note">Loading…</li></ol>
+<h2>Event log</h2>
+<table class="log"><thead><tr><th>#</th><th>Time (UTC)</th><th>Kind</th><th>Data</th></tr>
+</thead><tbody id="log">{log}</tbody></table>
+</main>"""
+    return layout(job.job_id, main, who)
+
+
+def _text(field: str, value: Any) -> str:
+    return f'<span data-field="{field}">{escape(shown(field, value))}</span>'
+
+
+# -- login ------------------------------------------------------------------------------------
+
+
+def login_form(message: str = "", status: int = 200) -> Response:
+    error = f'<p class="error" role="alert">{escape(message)}</p>' if message else ""
+    main = f"""<main class="login"><h1>Log in</h1>{error}
+<p>Paste an API token; <code>longcall tokens create --user NAME</code> makes one.</p>
+<form method="post" action="/login"><label>Token
+<input name="token" type="password" autocomplete="off" required autofocus></label>
+<button type="submit">Log in</button></form></main>"""
+    return layout("Log in", main, status=status)
+
+
+async def login(request: Request) -> Response:
+    """``GET /login?token=…`` or the form's POST: set the cookie and go to the dashboard."""
+    token = request.query_params.get("token", "")
+    if request.method == "POST":
+        body = await read_body(request, 4096)
+        if isinstance(body, Response):
+            return body
+        token = parse_qs(body.decode(errors="replace")).get("token", [""])[0]
+    token = token.strip()
+    if not token:
+        return login_form()
+    app: App = request.app.state.longcall
+    try:
+        info = await app.in_thread(app.store.token_info, token)
+    except StoreError as exc:
+        return login_form(f"The store cannot be read: {exc}", 503)
+    if info is None:
+        return login_form("That token is unknown or revoked.", 401)
+    response = RedirectResponse("/", status_code=303, headers=HEADERS)
+    response.set_cookie(
+        COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/login", status_code=303, headers=HEADERS)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def logged_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
+    """A page for a logged-in caller; anyone else goes to /login."""
+
+    async def endpoint(request: Request) -> Response:
+        who = await authenticate(request)
+        if isinstance(who, Response):
+            if who.status_code == 401:
+                return RedirectResponse("/login", status_code=303, headers=HEADERS)
+            return who
+        try:
+            return await handler(request, request.app.state.longcall, who)
+        except JobNotFound as exc:
+            main = f'<main><h1>No such job</h1><p>{escape(str(exc))}</p><a href="/">Jobs</a></main>'
+            return layout("Not found", main, who, 404)
+        except StoreError as exc:
+            main = f"<main><h1>The store cannot be read</h1><p>{escape(str(exc))}</p></main>"
+            return layout("Unavailable", main, who, 503)
+
+    return endpoint
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/", logged_in(jobs_page), methods=["GET"]),
+    Route("/jobs/{job_id:path}", logged_in(job_page), methods=["GET"]),
+    Route("/login", login, methods=["GET", "POST"]),
+    Route("/logout", logout, methods=["GET"]),
+    Mount("/static", StaticFiles(directory=STATIC), name="static"),
+]

@@ -131,16 +131,20 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
                 return found
             since, after_id = page[-1].updated_at, page[-1].job_id
 
+    # Where the stream starts is settled before the answer goes out: a change made once the
+    # client saw the stream open is one it must be sent.
+    sent: dict[str, float] = {}  # job id -> the version (updated_at) last sent
+    if start is None:
+        newest = await app.in_thread(app.store.last_change) or 0.0
+        # From now on: what already happened is in GET /v1/jobs.
+        for job in await changes(newest - LOOKBACK, ""):
+            sent[job.job_id] = job.updated_at
+        high = newest
+    else:
+        high = start[0]
+
     async def messages() -> AsyncIterator[bytes]:
-        sent: dict[str, float] = {}  # job id -> the version (updated_at) last sent
-        if start is None:
-            newest = await app.in_thread(app.store.last_change) or 0.0
-            # Start from now: what already happened is in GET /v1/jobs.
-            for job in await changes(newest - LOOKBACK, ""):
-                sent[job.job_id] = job.updated_at
-            high = newest
-        else:
-            high = start[0]
+        nonlocal high
         async for keepalive in _ticks(request):
             recent = await changes(high - LOOKBACK, "")
             fresh = [j for j in recent if sent.get(j.job_id) != j.updated_at]

@@ -1,0 +1,270 @@
+// The dashboard's live half: server-sent events keep the pages current, and the action forms
+// call the JSON API, which the login cookie authenticates. Text from the data only ever goes
+// into the page through textContent, never as HTML.
+'use strict';
+
+const main = document.querySelector('main[data-page]');
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const compact = (value) => JSON.stringify(value);
+// Messages can cross (a stream's and an action's answer): an older version never wins.
+const older = (a, b) => Date.parse(a) < Date.parse(b);
+
+// The same formatting as shown() in dashboard.py, so live updates look like the first render.
+function shown(field, value) {
+  if (value === null || value === undefined) return '—';
+  if (field.endsWith('At')) return String(value).slice(0, 19).replace('T', ' ');
+  if (typeof value === 'object' || typeof value === 'boolean') {
+    return JSON.stringify(value, null, 2);
+  }
+  return String(value);
+}
+
+// A table row; strings become text nodes.
+function rowOf(cells, className) {
+  const tr = el('tr', className);
+  for (const cell of cells) {
+    const td = el('td');
+    td.append(cell);
+    tr.append(td);
+  }
+  return tr;
+}
+
+function badge(field, value) {
+  const node = el('span', `badge ${field}-${value}`, value);
+  node.dataset.field = field;
+  return node;
+}
+
+function say(message, isError = false) {
+  const box = document.getElementById('outcome');
+  box.textContent = message;
+  box.className = isError ? 'outcome error' : 'outcome';
+}
+
+async function api(path, body) {
+  const options = { credentials: 'same-origin', headers: { 'content-type': 'application/json' } };
+  if (body !== undefined) Object.assign(options, { method: 'POST', body: JSON.stringify(body) });
+  const response = await fetch(path, options);
+  if (response.status === 401) {
+    location.assign('/login');
+    throw new Error('The login has expired or the token was revoked.');
+  }
+  const data = await response.json().catch(() => null);
+  if (!response.ok) {
+    throw new Error(data?.error?.message ?? `${response.status} ${response.statusText}`);
+  }
+  return data;
+}
+
+// EventSource retries a dropped connection by itself (with Last-Event-ID) but gives up on a
+// refused one, so this reopens it. `handlers` maps an event name to what to do with its data;
+// onOpen catches up on whatever happened while the stream was not connected.
+function stream(url, handlers, onOpen = async () => {}) {
+  const live = document.getElementById('live');
+  const connect = () => {
+    const source = new EventSource(url);
+    for (const [kind, handle] of Object.entries(handlers)) {
+      source.addEventListener(kind, (event) => handle(JSON.parse(event.data)));
+    }
+    source.addEventListener('open', () => {
+      live.textContent = 'live';
+      live.className = 'live on';
+      onOpen().catch((error) => say(error.message, true));
+    });
+    source.addEventListener('error', () => {
+      live.textContent = 'reconnecting…';
+      live.className = 'live';
+      if (source.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
+    });
+  };
+  connect();
+}
+
+function haystack(job) {
+  const parts = [job.jobId, job.toolName, job.sessionId, job.userId, job.callId];
+  return [...parts.map((p) => p ?? ''), compact(job.args)].join(' ').toLowerCase();
+}
+
+function jobsPage() {
+  const rows = document.getElementById('jobs');
+  const search = document.getElementById('search');
+  const empty = document.getElementById('empty');
+  const state = main.dataset.state;
+  const matches = (row) => row.dataset.search.includes(search.value.trim().toLowerCase());
+
+  function row(job) {
+    const link = el('a', '', job.jobId);
+    link.href = `/jobs/${encodeURIComponent(job.jobId)}`;
+    const texts = ['sessionId', 'userId', 'createdAt', 'deadlineAt'].map((f) => shown(f, job[f]));
+    const tr = rowOf(
+      [link, job.toolName, badge('state', job.state), badge('delivery', job.delivery), ...texts],
+      'changed',
+    );
+    Object.assign(tr.dataset, { jobId: job.jobId, search: haystack(job), updated: job.updatedAt });
+    return tr;
+  }
+
+  function upsert(job) {
+    const old = [...rows.rows].find((r) => r.dataset.jobId === job.jobId);
+    if (old && older(job.updatedAt, old.dataset.updated)) return;
+    if (state && job.state !== state) {
+      old?.remove();
+    } else if (!old || old.dataset.updated !== job.updatedAt) {
+      const fresh = row(job);
+      fresh.hidden = !matches(fresh);
+      if (old) old.replaceWith(fresh);
+      else if (main.dataset.newest) rows.prepend(fresh);
+    }
+    empty.hidden = rows.rows.length > 0;
+  }
+
+  search.addEventListener('input', () => {
+    for (const r of rows.rows) r.hidden = !matches(r);
+    const url = new URL(location.href);
+    url.searchParams.set('q', search.value);
+    history.replaceState(null, '', url);
+  });
+  // The stream starts at the moment it opens; the list fills in what came before.
+  stream('/v1/events', { job: upsert }, async () => {
+    const query = new URLSearchParams({ limit: '100' });
+    if (state) query.set('state', state);
+    const { jobs } = await api(`/v1/jobs?${query}`);
+    for (const job of jobs.reverse()) upsert(job);
+  });
+}
+
+function bodyOf(form) {
+  const body = {};
+  for (const input of form.querySelectorAll('[data-kind]')) {
+    if (input.dataset.kind === 'bool') {
+      body[input.name] = input.checked;
+    } else if (input.dataset.kind === 'json') {
+      try {
+        body[input.name] = JSON.parse(input.value);
+      } catch {
+        throw new Error(`The ${input.name} is not valid JSON.`);
+      }
+    } else if (input.value.trim()) {
+      body[input.name] = input.value.trim();
+    }
+  }
+  return body;
+}
+
+// The same command as curl() in dashboard.py.
+const shell = (text) => `'${text.replaceAll("'", "'\\''")}'`;
+const curl = (url, body) => [
+  `curl -X POST ${shell(url)} \\`,
+  '  -H "Authorization: Bearer $LONGCALL_TOKEN" \\',
+  "  -H 'Content-Type: application/json' \\",
+  `  -d ${shell(compact(body))}`,
+].join('\n');
+
+function jobPage() {
+  let job = JSON.parse(main.dataset.job);
+  const path = main.dataset.path;
+  const log = document.getElementById('log');
+  const transcript = document.getElementById('transcript');
+  let lastSeq = Math.max(0, ...[...log.rows].map((r) => Number(r.cells[0].textContent)));
+  let loads = 0;
+  let soon = null;
+
+  function show(fresh) {
+    if (older(fresh.updatedAt, job.updatedAt)) return;
+    const moved = ['state', 'delivery', 'sessionId', 'deliveredAt'].some((f) => fresh[f] !== job[f]);
+    job = fresh;
+    for (const node of main.querySelectorAll('[data-field]')) {
+      const field = node.dataset.field;
+      node.textContent = shown(field, job[field]);
+      if (node.classList.contains('badge')) node.className = `badge ${field}-${job[field]}`;
+    }
+    document.getElementById('actions').disabled = job.state !== 'started';
+    document.getElementById('finished').hidden = job.state === 'started';
+    if (moved) loadTranscriptSoon();
+  }
+
+  function addEvent(event) {
+    if (event.seq <= lastSeq) return;
+    lastSeq = event.seq;
+    const code = el('code', '', compact(event.data));
+    log.append(rowOf([String(event.seq), shown('createdAt', event.createdAt), event.kind, code],
+      'changed'));
+    loadTranscriptSoon();
+  }
+
+  const mine = (id) => (id && id === job.callId ? 'call this-job' : 'call');
+  function turn(event) {
+    const li = el('li', event.author === 'user' ? 'turn user' : 'turn agent');
+    li.append(el('span', 'author', event.author));
+    if (event.text) li.append(el('p', 'text', event.text));
+    for (const call of event.functionCalls ?? []) {
+      li.append(el('pre', mine(call.id), `→ ${call.name}(${compact(call.args)})`));
+    }
+    for (const response of event.functionResponses ?? []) {
+      li.append(el('pre', mine(response.id), `← ${response.name}: ${compact(response.response)}`));
+    }
+    return li;
+  }
+
+  async function loadTranscript() {
+    const ticket = ++loads; // an older answer arriving late must not replace a newer one
+    const note = (text) => transcript.replaceChildren(el('li', 'note', text));
+    if (!job.sessionId) return note('This job is not attached to an agent session.');
+    try {
+      const data = await api(`/v1/sessions/${encodeURIComponent(job.sessionId)}/transcript`);
+      if (ticket !== loads) return;
+      if (data.events.length) transcript.replaceChildren(...data.events.map(turn));
+      else note('The session has no events yet.');
+    } catch (error) {
+      if (ticket === loads) note(`No transcript: ${error.message}`);
+    }
+  }
+  function loadTranscriptSoon() {
+    clearTimeout(soon);
+    soon = setTimeout(loadTranscript, 150);
+  }
+
+  for (const form of document.querySelectorAll('form.action')) {
+    const verb = form.dataset.verb;
+    const code = form.querySelector('.curl code');
+    const refresh = () => {
+      try {
+        code.textContent = curl(`${location.origin}${path}/${verb}`, bodyOf(form));
+      } catch (error) {
+        code.textContent = `# ${error.message}`;
+      }
+    };
+    form.addEventListener('input', refresh);
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const button = form.querySelector('button');
+      button.disabled = true;
+      try {
+        const answer = await api(`${path}/${verb}`, bodyOf(form));
+        show(answer.job);
+        const state = answer.job.state;
+        say(answer.changed ? `Done; the job is ${state}.` : `Nothing changed; the job is ${state}.`);
+      } catch (error) {
+        say(error.message, true);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    refresh();
+  }
+
+  loadTranscript();
+  // Opens with the job as it is now, then sends each new log entry and each change.
+  stream(`${path}/events`, { job: show, event: addEvent });
+}
+
+if (main?.dataset.page === 'jobs') jobsPage();
+if (main?.dataset.page === 'job') jobPage();

@@ -1,0 +1,314 @@
+"""The dashboard: login, escaping, the curl commands it shows, and the live page in Chromium.
+
+The browser tests drive Debian's chromium (/usr/bin/chromium) through Playwright; without it
+they skip, except under CI=true, where a missing browser fails the run instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import html
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+import longcall
+
+pytest.importorskip("longcall.server", reason="the server extra is not installed")
+import httpx
+
+from longcall.server import runner
+from longcall.server.app import Settings
+from longcall.server.auth import COOKIE
+
+CHROMIUM = Path("/usr/bin/chromium")
+IN_CI = os.environ.get("CI") == "true"
+MARKUP_ID = "<script>alert('id')</script>"
+
+
+@dataclass
+class Served:
+    app: longcall.App
+    agent: longcall.ScriptedAgent
+    url: str
+    token: str  # alice's
+    api: httpx.Client  # alice's bearer token on every request
+
+    def page(self, path: str) -> httpx.Response:
+        """A dashboard page as alice's browser would ask for it, with the login cookie."""
+        return httpx.get(self.url + path, cookies={COOKIE: self.token})
+
+
+async def _serve(server: runner.Server, worker: Any, sock: socket.socket) -> None:
+    looping = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        worker.stop()
+        await looping
+
+
+@pytest.fixture
+def served(sqlite_url: str) -> Iterator[Served]:
+    """The API and the worker loops on a free port; alice's scripted agent starts export jobs."""
+    app = longcall.App(sqlite_url)
+
+    @app.long_running(key="export:{fmt}")
+    def export(fmt: str) -> str:
+        """Exports data."""
+        return "started"
+
+    agent = longcall.ScriptedAgent(
+        app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
+    )
+    token = app.store.create_token(user_id="alice")[1]
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = runner.build(app, agent=agent, settings=Settings(poll=0.1))
+    worker = app.worker(agent, poll_interval=0.1)
+    thread = threading.Thread(target=asyncio.run, args=(_serve(server, worker, sock),))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.01)
+    headers = {"authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=url, headers=headers, timeout=10) as api:
+            yield Served(app, agent, url, token, api)
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
+        app.close()
+
+
+def create(served: Served, job_id: str, **fields: Any) -> dict[str, Any]:
+    body = {"jobId": job_id, "toolName": "export", "args": {"fmt": "csv"}, **fields}
+    answer = served.api.post("/v1/jobs", json=body)
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())
+
+
+def ask(served: Served, text: str) -> None:
+    """Alice's turn with the agent, in a thread of its own: Playwright's loop runs in this one."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        turn = pool.submit(
+            served.app.run_turn, served.agent, user_id="alice", session_id="s-1", text=text
+        )
+        turn.result(timeout=30)
+
+
+def shown_curl(page_html: str, verb: str) -> str:
+    """The curl command the job page shows beside one action's button."""
+    form = re.search(rf'<form class="action" data-verb="{verb}">(.*?)</form>', page_html, re.S)
+    assert form is not None, f"no {verb} form"
+    code = re.search(r'<pre class="curl"><code>(.*?)</code></pre>', form[1], re.S)
+    assert code is not None, f"no curl command beside {verb}"
+    return html.unescape(code[1])
+
+
+# -- plain HTTP -------------------------------------------------------------------------------
+
+
+def test_the_dashboard_needs_a_login_and_refuses_a_bad_token(served: Served) -> None:
+    """/ without a cookie goes to /login; a bad token is refused; a good one sets the cookie."""
+    bare = httpx.get(served.url + "/")
+    assert bare.status_code == 303 and bare.headers["location"] == "/login"
+    assert httpx.get(served.url + "/", cookies={COOKIE: "lc_no_such"}).status_code == 303
+    form = httpx.get(served.url + "/login")
+    assert form.status_code == 200 and 'name="token"' in form.text
+    refused = httpx.get(served.url + "/login", params={"token": "lc_no_such"})
+    assert refused.status_code == 401 and "unknown or revoked" in refused.text
+    assert "set-cookie" not in refused.headers
+
+    accepted = httpx.get(served.url + "/login", params={"token": served.token})
+    assert accepted.status_code == 303 and accepted.headers["location"] == "/"
+    cookie = accepted.headers["set-cookie"].lower()
+    assert cookie.startswith(f"{COOKIE}={served.token}".lower())
+    assert all(flag in cookie for flag in ("httponly", "samesite=strict", "path=/"))
+    posted = httpx.post(served.url + "/login", data={"token": served.token})
+    assert posted.status_code == 303
+    assert posted.headers["set-cookie"] == accepted.headers["set-cookie"]
+
+    page = served.page("/")
+    assert page.status_code == 200 and "<h1>Jobs</h1>" in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    out = httpx.get(served.url + "/logout", cookies={COOKIE: served.token})
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert out.headers["set-cookie"].startswith(f'{COOKIE}=""; expires=')
+
+
+def test_job_data_is_escaped_on_both_pages(served: Served) -> None:
+    """A job id and arguments that look like markup come out as text, never as tags."""
+    create(served, MARKUP_ID, args={"note": "<img src=x onerror=alert('args')>"})
+    for path in ("/", "/jobs/" + quote(MARKUP_ID, safe="")):
+        page = served.page(path)
+        assert page.status_code == 200
+        assert "<script>alert" not in page.text and "<img src=x" not in page.text
+        assert html.escape(MARKUP_ID) in page.text
+    static = re.findall(r"<script[^>]*>", served.page("/").text)
+    assert static == ['<script src="/static/dashboard.js" defer>']
+
+
+def test_another_users_job_is_not_found(served: Served) -> None:
+    """bob's job page answers alice with 404, like a job that does not exist."""
+    bob = served.app.store.create_token(user_id="bob")[1]
+    answer = served.api.post(
+        "/v1/jobs",
+        json={"jobId": "bobs", "toolName": "export"},
+        headers={"authorization": f"Bearer {bob}"},
+    )
+    assert answer.status_code == 201
+    assert served.page("/jobs/bobs").status_code == 404
+    assert "bobs" not in served.page("/").text
+
+
+def test_the_curl_command_beside_a_button_does_what_the_button_does(served: Served) -> None:
+    """The complete command, run by the shell with the token in $LONGCALL_TOKEN, ends the job."""
+    odd_id = "report 'q3'/emea?#1"
+    create(served, odd_id)
+    command = shown_curl(served.page("/jobs/" + quote(odd_id, safe="")).text, "complete")
+    assert command.startswith(
+        f"curl -X POST '{served.url}/v1/jobs/report%20%27q3%27%2Femea%3F%231/complete'"
+    )
+    assert "-d '{\"result\":{}}'" in command
+    env = {**os.environ, "LONGCALL_TOKEN": served.token}
+    ran = subprocess.run(
+        ["bash", "-c", command + " --silent --show-error"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    answer = json.loads(ran.stdout)
+    assert answer["changed"] is True and answer["job"]["jobId"] == odd_id
+    assert answer["job"]["state"] == "succeeded" and answer["job"]["result"] == {}
+
+
+def test_every_action_shows_its_api_call(served: Served) -> None:
+    """Each button's command posts its default body to that action's URL."""
+    create(served, "export:csv")
+    page = served.page("/jobs/export:csv").text
+    expected = {
+        "progress": {"progress": {"percent": 50}, "notifyModel": False},
+        "complete": {"result": {}},
+        "fail": {},
+        "cancel": {},
+        "extend": {"deadline": "30m"},
+    }
+    for verb, body in expected.items():
+        command = shown_curl(page, verb)
+        url = f"{served.url}/v1/jobs/export:csv/{verb}"
+        assert command.startswith(f"curl -X POST '{url}' \\\n"), command
+        assert '-H "Authorization: Bearer $LONGCALL_TOKEN"' in command
+        data = re.search(r"-d '(.*)'$", command)
+        assert data is not None and json.loads(data[1]) == body, command
+
+
+# -- in the browser ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium under Playwright (its own browser download is not used)."""
+    if not CHROMIUM.exists():
+        if IN_CI:
+            pytest.fail(f"CI=true but there is no browser at {CHROMIUM}")
+        pytest.skip(f"no browser at {CHROMIUM}; install Debian's chromium package")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if IN_CI:
+            raise
+        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, served: Served) -> Iterator[Any]:
+    """A page logged in as alice, on the jobs table, with its event stream open."""
+    from playwright.sync_api import expect
+
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("dialog", lambda dialog: errors.append(f"a dialog opened: {dialog.message}"))
+    page.on(
+        "console",
+        lambda m: errors.append(f"{m.text} {m.location}") if m.type == "error" else None,
+    )
+    page.goto(f"{served.url}/login?token={served.token}")
+    assert page.url == served.url + "/"
+    expect(page.locator("#live")).to_have_text("live", timeout=5000)
+    yield page
+    context.close()
+    assert errors == [], "the page raised errors"
+
+
+def test_a_new_job_appears_and_completing_it_resumes_the_agent(page: Any, served: Served) -> None:
+    """A job made through the API shows up live; Complete succeeds it and the agent replies."""
+    from playwright.sync_api import expect
+
+    create(served, "export:csv")
+    row = page.locator("#jobs tr", has=page.get_by_role("link", name="export:csv", exact=True))
+    expect(row).to_be_visible(timeout=5000)
+    expect(row.locator(".badge.state-started")).to_be_visible()
+
+    # The agent's call to export attaches the job to alice's session.
+    ask(served, "export please")
+    expect(row).to_contain_text("s-1", timeout=5000)
+    row.get_by_role("link").click()
+    expect(page.locator("#transcript")).to_contain_text("export please", timeout=5000)
+    expect(page.locator("#transcript")).to_contain_text("I've started export.")
+
+    complete = page.locator('form[data-verb="complete"]')
+    complete.locator("textarea").fill('{"rows": 42}')
+    expect(complete.locator(".curl")).to_contain_text('-d \'{"result":{"rows":42}}\'')
+    complete.get_by_role("button", name="Complete", exact=True).click()
+    expect(page.locator("h1 .badge")).to_have_text("succeeded", timeout=5000)
+    expect(page.locator("#outcome")).to_have_text("Done; the job is succeeded.")
+    expect(page.locator("#transcript")).to_contain_text(
+        "export has finished: rows 42.", timeout=10000
+    )
+    expect(page.locator("dd [data-field=delivery]")).to_have_text("delivered")
+    expect(page.locator("#log")).to_contain_text("succeeded")
+    expect(complete.get_by_role("button")).to_be_disabled()  # the job has finished
+
+
+def test_markup_in_job_data_shows_as_text_in_the_browser(page: Any, served: Served) -> None:
+    """A job id like <script> is shown as text, rendered by the server and added live alike."""
+    from playwright.sync_api import expect
+
+    create(served, MARKUP_ID)
+    expect(page.get_by_role("link", name=MARKUP_ID, exact=True)).to_be_visible(timeout=5000)
+    page.reload()
+    expect(page.get_by_role("link", name=MARKUP_ID, exact=True)).to_be_visible()
+    page.get_by_role("link", name=MARKUP_ID, exact=True).click()
+    expect(page.locator("h1")).to_contain_text(MARKUP_ID)
+    page.locator('form[data-verb="fail"] input').fill("</pre><b>bold</b>")
+    page.get_by_role("button", name="Fail", exact=True).click()
+    expect(page.locator("h1 .badge")).to_have_text("failed", timeout=5000)
+    expect(page.locator("#log")).to_contain_text("</pre><b>bold</b>")
+    assert page.locator("b").count() == 0
