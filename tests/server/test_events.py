@@ -97,9 +97,7 @@ def streams(api: Api) -> Iterator[list[Stream]]:
         stream.close()
 
 
-def open_stream(
-    api: Api, streams: list[Stream], path: str, token: str, **headers: str
-) -> Stream:
+def open_stream(api: Api, streams: list[Stream], path: str, token: str, **headers: str) -> Stream:
     stream = Stream(api.client, path, token, **headers)
     streams.append(stream)
     assert stream.response is not None
@@ -151,9 +149,7 @@ def test_last_event_id_resumes_after_a_disconnect(api: Api, streams: list[Stream
     assert again.next("job", job_is("while-away")).data["state"] == "started"
 
 
-def test_a_jobs_event_log_streams_and_resumes_from_its_seq(
-    api: Api, streams: list[Stream]
-) -> None:
+def test_a_jobs_event_log_streams_and_resumes_from_its_seq(api: Api, streams: list[Stream]) -> None:
     path = "/v1/jobs/export:csv/events"
     stream = open_stream(api, streams, path, api.alice)
     assert stream.next("job", lambda data: True).data["jobId"] == "export:csv"

@@ -16,6 +16,7 @@ from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.errors import LongcallError
 from longcall.server import dashboard, events, hooks, jobs, metrics, sessions, spec
+from longcall.server.errors import error
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,14 @@ async def readyz(request: Request) -> Response:
     except LongcallError as exc:
         return JSONResponse({"status": "unavailable", "reasons": [str(exc)]}, status_code=503)
     return JSONResponse({"status": "ready"})
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error(404, "not_found", f"nothing at {request.url.path}")
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    return error(405, "method_not_allowed", f"{request.method} is not served at {request.url.path}")
 
 
 def create_app(
@@ -67,6 +76,8 @@ def create_app(
             *dashboard.ROUTES,
         ],
         lifespan=lifespan,
+        # Even the router's own refusals answer in the API's error shape.
+        exception_handlers={404: not_found, 405: method_not_allowed},
     )
     web.state.longcall = app
     web.state.agent = agent

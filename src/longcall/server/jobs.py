@@ -66,7 +66,27 @@ class _Body(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True)
 
 
-Duration = Annotated[str | float, pydantic.Field(description="seconds, or like '45m'")]
+MAX_DEADLINE = 10 * 365 * 86400.0  # seconds; further than this is a mistake, not a plan
+Duration = Annotated[
+    str | float,
+    pydantic.WithJsonSchema(
+        {
+            "description": "seconds from now, or like '45m', '1h30m', '2d' (up to 10 years)",
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": MAX_DEADLINE},
+                {"type": "string", "pattern": r"^(\d{1,9}(\.\d{1,6})?(ms|s|m|h|d)){1,4}$"},
+            ],
+        }
+    ),
+]
+
+
+def deadline_seconds(value: str | float) -> float:
+    """Seconds from a body's duration; ValueError says what is wrong with it."""
+    seconds = parse_duration(value)
+    if seconds > MAX_DEADLINE:
+        raise ValueError(f"a deadline is at most 10 years away, not {value!r}")
+    return seconds
 
 
 class CreateJob(_Body):
@@ -206,7 +226,7 @@ async def create_job(request: Request, app: App, who: Principal) -> Response:
             422, "invalid_body", "a user's token creates jobs for that user only", "userId"
         )
     try:
-        deadline = None if body.deadline is None else parse_duration(body.deadline)
+        deadline = None if body.deadline is None else deadline_seconds(body.deadline)
     except ValueError as exc:
         return error(422, "invalid_body", str(exc), "deadline")
     ids = CallIds(
@@ -300,7 +320,7 @@ async def extend(request: Request, app: App, who: Principal) -> Response:
     if isinstance(body, Response):
         return body
     try:
-        seconds = parse_duration(body.deadline)
+        seconds = deadline_seconds(body.deadline)
     except ValueError as exc:
         return error(422, "invalid_body", str(exc), "deadline")
     extended = await app.in_thread(app.store.extend, job.job_id, seconds)

@@ -1,5 +1,387 @@
-"""``/openapi.json`` and ``/docs`` (being built)."""
+"""``/openapi.json`` and ``/docs``: the HTTP API described once, from the models it validates.
 
-from starlette.routing import BaseRoute
+Request bodies come from the pydantic models the handlers use, so the spec cannot drift from
+what is accepted; responses are written out here and checked against the running server by
+the schemathesis test. ``/docs`` renders the same document as one HTML page, served by the
+app itself (no files from a CDN).
+"""
 
-ROUTES: list[BaseRoute] = []
+from __future__ import annotations
+
+import html
+import json
+from functools import cache
+from importlib.metadata import version
+from typing import Any
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from longcall.jobs import Delivery, JobState
+from longcall.server import hooks, jobs
+
+STATES = [s.value for s in JobState]
+DELIVERIES = [d.value for d in Delivery]
+NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+ANY: dict[str, Any] = {}  # any JSON value
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message", "field"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "field": {"type": ["string", "null"]},
+                },
+            }
+        },
+    },
+    "Job": {
+        "type": "object",
+        "required": ["jobId", "toolName", "state", "delivery", "args", "createdAt"],
+        "properties": {
+            "jobId": {"type": "string"},
+            "toolName": {"type": "string"},
+            "state": {"enum": STATES},
+            "delivery": {"enum": DELIVERIES},
+            "args": {"type": "object"},
+            "result": ANY,
+            "progress": ANY,
+            **{
+                name: {"type": ["string", "null"]}
+                for name in (
+                    "appName",
+                    "userId",
+                    "sessionId",
+                    "callId",
+                    "invocationId",
+                    "pendingMessage",
+                    "lastError",
+                )
+            },
+            **{
+                name: NULLABLE_TIME
+                for name in ("deadlineAt", "updatedAt", "finishedAt", "deliveredAt")
+            },
+            "createdAt": {"type": "string", "format": "date-time"},
+            "deliveryAttempts": {"type": "integer", "minimum": 0},
+        },
+    },
+    "JobList": {
+        "type": "object",
+        "required": ["jobs", "nextCursor"],
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+            "nextCursor": {"type": ["string", "null"]},
+        },
+    },
+    "Changed": {
+        "type": "object",
+        "required": ["changed", "job"],
+        "properties": {"changed": {"type": "boolean"}, "job": {"$ref": "#/components/schemas/Job"}},
+    },
+    "JobEvent": {
+        "type": "object",
+        "required": ["seq", "kind", "data", "createdAt"],
+        "properties": {
+            "seq": {"type": "integer"},
+            "kind": {"type": "string"},
+            "data": ANY,
+            "createdAt": {"type": "string", "format": "date-time"},
+        },
+    },
+    "JobEvents": {
+        "type": "object",
+        "required": ["events"],
+        "properties": {
+            "events": {"type": "array", "items": {"$ref": "#/components/schemas/JobEvent"}}
+        },
+    },
+    "Transcript": {
+        "type": "object",
+        "required": ["sessionId", "userId", "events"],
+        "properties": {
+            "sessionId": {"type": "string"},
+            "userId": {"type": "string"},
+            "events": {"type": "array", "items": {"type": "object"}},
+        },
+    },
+    "HookAnswer": {
+        "type": "object",
+        "required": ["outcome", "jobId"],
+        "properties": {
+            "outcome": {"enum": ["applied", "unchanged", "duplicate", "early", "unknown_job"]},
+            "jobId": {"type": "string"},
+        },
+    },
+}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    reasons = {
+        400: "The body is not JSON the API can read.",
+        401: "No valid credentials (a bearer token, or a valid webhook signature).",
+        404: "No such job, or not one the caller may see.",
+        409: "The call or session ids are taken by another job.",
+        413: "The body is over 1 MiB.",
+        415: "The body is not application/json.",
+        422: "A field or query parameter is wrong; `field` names it.",
+        503: "The store cannot be reached; retry later.",
+    }
+    return {str(s): _json(_ref("Error"), reasons[s]) for s in statuses}
+
+
+def _body(model: type[pydantic.BaseModel] | Any) -> dict[str, Any]:
+    adapter = pydantic.TypeAdapter(model)
+    schema = adapter.json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+    for name, sub in schema.pop("$defs", {}).items():
+        SCHEMAS.setdefault(name, sub)
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+JOB_ID = {"name": "jobId", "in": "path", "required": True, "schema": {"type": "string"}}
+AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
+READ_ERRORS = (401, 404, 503)
+WRITE_ERRORS = (400, 401, 404, 413, 415, 422, 503)
+
+
+def _action(summary: str, model: type[pydantic.BaseModel], *more_errors: int) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "security": AUTH,
+            "parameters": [JOB_ID],
+            "requestBody": _body(model),
+            "responses": {
+                "200": _json(_ref("Changed"), "Whether it changed the job; the job after."),
+                **_errors(*WRITE_ERRORS, *more_errors),
+            },
+        }
+    }
+
+
+def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "in": "query", "description": description, "schema": schema}
+
+
+def _paths() -> dict[str, Any]:
+    sse = {"text/event-stream": {"schema": {"type": "string"}}}
+    list_params = [
+        _query("state", "Only jobs in this state.", {"enum": STATES}),
+        _query("tool", "Only jobs of this tool.", {"type": "string"}),
+        _query("session", "Only jobs of this session.", {"type": "string"}),
+        _query("limit", "Page size, 1 to 200.", {"type": "integer", "minimum": 1, "maximum": 200}),
+        _query("cursor", "`nextCursor` of the previous page.", {"type": "string"}),
+    ]
+    return {
+        "/healthz": {
+            "get": {
+                "summary": "The process is up.",
+                "responses": {"200": _json({"type": "object"}, "Up.")},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "The store answers and its schema is current.",
+                "responses": {
+                    "200": _json({"type": "object"}, "Ready."),
+                    "503": _json({"type": "object"}, "Not ready, with `reasons`."),
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics: jobs by state, deliveries, webhook outcomes.",
+                "responses": {
+                    "200": {"description": "Prometheus text.", "content": {"text/plain": {}}},
+                    **_errors(503),
+                },
+            }
+        },
+        "/v1/jobs": {
+            "get": {
+                "summary": "Jobs the caller may see, newest first.",
+                "security": AUTH,
+                "parameters": list_params,
+                "responses": {
+                    "200": _json(_ref("JobList"), "A page of jobs."),
+                    **_errors(401, 422, 503),
+                },
+            },
+            "post": {
+                "summary": "Create a job for a tool that runs outside Python (idempotent).",
+                "security": AUTH,
+                "requestBody": _body(jobs.CreateJob),
+                "responses": {
+                    "201": _json(_ref("Job"), "Created."),
+                    "200": _json(_ref("Job"), "It existed: the job as it is."),
+                    **_errors(400, 401, 404, 409, 413, 415, 422, 503),
+                },
+            },
+        },
+        "/v1/jobs/{jobId}": {
+            "get": {
+                "summary": "One job.",
+                "security": AUTH,
+                "parameters": [JOB_ID],
+                "responses": {"200": _json(_ref("Job"), "The job."), **_errors(*READ_ERRORS)},
+            }
+        },
+        "/v1/jobs/{jobId}/events": {
+            "get": {
+                "summary": "The job's event log; live with Accept: text/event-stream.",
+                "description": "As a stream: `event: job` messages carry the job, `event: "
+                "event` messages a log entry with `id:` its seq; reconnect with Last-Event-ID.",
+                "security": AUTH,
+                "parameters": [JOB_ID],
+                "responses": {
+                    "200": {
+                        "description": "The log, or its stream.",
+                        "content": {
+                            "application/json": {"schema": _ref("JobEvents")},
+                            **sse,
+                        },
+                    },
+                    **_errors(*READ_ERRORS, 422),
+                },
+            }
+        },
+        "/v1/jobs/{jobId}/complete": _action(
+            "Complete the job (first result wins).", jobs.Complete
+        ),
+        "/v1/jobs/{jobId}/fail": _action("Fail the job.", jobs.Fail),
+        "/v1/jobs/{jobId}/cancel": _action("Cancel the job.", jobs.Cancel),
+        "/v1/jobs/{jobId}/progress": _action("Report progress.", jobs.Progress),
+        "/v1/jobs/{jobId}/attach": _action(
+            "Attach the job to its agent session and call.", jobs.Attach, 409
+        ),
+        "/v1/jobs/{jobId}/extend": _action("Set a new deadline, from now.", jobs.Extend),
+        "/v1/events": {
+            "get": {
+                "summary": "A stream of every change to a job the caller may see.",
+                "description": "Server-sent events: `event: job`, the whole job as data, "
+                "`id:` a cursor; reconnect with Last-Event-ID.",
+                "security": AUTH,
+                "parameters": [
+                    _query("session", "Only jobs of this session.", {"type": "string"}),
+                    _query("tool", "Only jobs of this tool.", {"type": "string"}),
+                ],
+                "responses": {
+                    "200": {"description": "The stream.", "content": sse},
+                    **_errors(401, 422, 503),
+                },
+            }
+        },
+        "/v1/sessions/{sessionId}/transcript": {
+            "get": {
+                "summary": "The conversation of a session the caller has a job in.",
+                "security": AUTH,
+                "parameters": [
+                    {
+                        "name": "sessionId",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    }
+                ],
+                "responses": {
+                    "200": _json(_ref("Transcript"), "Its events, in order."),
+                    **_errors(*READ_ERRORS),
+                },
+            }
+        },
+        "/v1/hooks/{source}": {
+            "post": {
+                "summary": "A signed delivery from outside (Standard Webhooks).",
+                "description": "Signed with webhook-id, webhook-timestamp and "
+                "webhook-signature headers. Every verified delivery is answered 2xx: "
+                "duplicates, late results and unknown jobs too.",
+                "parameters": [
+                    {"name": "source", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "requestBody": _body(hooks.Delivery),
+                "responses": {
+                    "200": _json(_ref("HookAnswer"), "Recorded (see `outcome`)."),
+                    "202": _json(_ref("HookAnswer"), "Kept for a job not created yet."),
+                    **_errors(400, 401, 413, 415, 422, 503),
+                },
+            }
+        },
+    }
+
+
+@cache
+def document() -> dict[str, Any]:
+    paths = _paths()
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "longcall",
+            "version": version("longcall"),
+            "description": "Durable long-running tool calls for AI agents.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(document())
+
+
+def _docs_page() -> str:
+    rows = []
+    for path, operations in document()["paths"].items():
+        for method, op in operations.items():
+            body = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+            example = json.dumps(body.get("schema", {}), indent=2) if body else ""
+            statuses = ", ".join(op["responses"])
+            rows.append(
+                f"<section><h2><code>{method.upper()} {html.escape(path)}</code></h2>"
+                f"<p>{html.escape(op['summary'])}</p>"
+                + (f"<p>{html.escape(op['description'])}</p>" if "description" in op else "")
+                + (
+                    f"<details><summary>Body schema</summary><pre>{html.escape(example)}</pre>"
+                    "</details>"
+                    if example
+                    else ""
+                )
+                + f"<p>Answers: {html.escape(statuses)}</p></section>"
+            )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>longcall API</title>"
+        '<link rel=stylesheet href="/static/dashboard.css"></head><body><main>'
+        "<h1>longcall API</h1><p>The machine-readable version is "
+        '<a href="/openapi.json">/openapi.json</a>. Send <code>Authorization: Bearer '
+        "&lt;token&gt;</code> (<code>longcall tokens create</code>).</p>"
+        + "".join(rows)
+        + "</main></body></html>"
+    )
+
+
+async def docs(request: Request) -> Response:
+    return HTMLResponse(_docs_page())
+
+
+ROUTES = [
+    Route("/openapi.json", openapi, methods=["GET"]),
+    Route("/docs", docs, methods=["GET"]),
+]
