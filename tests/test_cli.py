@@ -18,14 +18,14 @@ import longcall
 import sample_agent
 from longcall.cli import main
 from longcall.clock import SystemClock
-from longcall.store.queries import migrations
+from longcall.store.queries import latest_version, migrations
 from longcall.store.sqlite import SqliteStore
 
 
-def test_demo_runs_the_worked_example_and_exits_zero() -> None:
-    """`longcall demo` plays the timeline, checks every step and exits 0."""
+def test_in_process_demo_runs_the_worked_example_and_exits_zero() -> None:
+    """`longcall demo --in-process` plays the fake-clock timeline, checks every step, exits 0."""
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "longcall"), "demo"],
+        [str(Path(sys.executable).parent / "longcall"), "demo", "--in-process"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -52,7 +52,8 @@ def test_migrate_then_check(tmp_path: Path) -> None:
     check = runner.invoke(main, ["migrate", "--database", url, "--check"])
     assert check.exit_code == 1 and "schema version 0" in check.output
     first = runner.invoke(main, ["migrate", "--database", url])
-    assert first.exit_code == 0 and "created the schema; schema version 2" in first.output
+    latest = latest_version("sqlite")
+    assert first.exit_code == 0 and f"created the schema; schema version {latest}" in first.output
     second = runner.invoke(main, ["migrate", "--database", url])
     assert second.exit_code == 0 and "nothing to do" in second.output
     assert runner.invoke(main, ["migrate", "--database", url, "--check"]).exit_code == 0
@@ -189,6 +190,8 @@ def test_migrate_upgrades_an_older_schema_step_by_step(tmp_path: Path) -> None:
     assert outdated.exit_code == 4 and "longcall migrate" in outdated.output
     result = CliRunner().invoke(main, ["migrate", "--database", f"sqlite:///{path}"])
     assert result.exit_code == 0
-    assert "applied migration(s) 2; schema version 2" in result.output
+    latest = latest_version("sqlite")
+    steps = ", ".join(str(v) for v in range(2, latest + 1))
+    assert f"applied migration(s) {steps}; schema version {latest}" in result.output
     with longcall.App(f"sqlite:///{path}", migrate=False) as app:
         assert [j.job_id for j in app.list_jobs()] == ["old-job"]

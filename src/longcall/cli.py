@@ -1,97 +1,35 @@
-"""The ``longcall`` command.
-
-Exit codes, one meaning each: 0 done; 1 a check failed (the demo, ``migrate --check``);
-2 bad usage (click's own); 3 no such job; 4 the database is unreachable or its schema is not
-this version's; 5 the request conflicts with the job's state (e.g. a completion that changed
-nothing with ``--strict``).
-"""
+"""The ``longcall`` command; ``longcall jobs`` lives in :mod:`longcall.cli_jobs`, what the
+commands share (exit codes, options, opening the App) in :mod:`longcall.cli_support`."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import asdict
 from typing import Any
 
 import click
 
-from longcall.errors import JobNotFound, LongcallError, SchemaError, StoreError
-
-EXIT_CHECK_FAILED = 1
-EXIT_NOT_FOUND = 3
-EXIT_DATABASE = 4
-EXIT_CONFLICT = 5
-
-database_option = click.option(
-    "--database",
-    envvar="LONGCALL_DATABASE_URL",
-    default="sqlite:///longcall.db",
-    show_default=True,
-    help="Database URL (env LONGCALL_DATABASE_URL): sqlite:///file.db or postgresql://…",
+from longcall.cli_jobs import jobs
+from longcall.cli_support import (
+    EXIT_CHECK_FAILED,
+    EXIT_CODES,
+    EXIT_DATABASE,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    database_option,
+    emit,
+    json_arg,
+    open_app,
+    output_option,
 )
-output_option = click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default=None,
-    help="json on stdout (the default when stdout is not a terminal), or a table.",
-)
+from longcall.errors import LongcallError, StoreError
 
 
-def _json_arg(value: str | None, what: str) -> Any:
-    if value is None:
-        return None
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"{what} is not valid JSON: {exc}") from exc
-
-
-@contextmanager
-def _app(database: str, *, migrate: bool = False) -> Iterator[Any]:
-    from longcall.app import App
-
-    try:
-        app = App(database, migrate=migrate)
-    except SchemaError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_DATABASE)
-    except StoreError as exc:
-        click.echo(f"error: cannot use the database {database!r}: {exc}", err=True)
-        sys.exit(EXIT_DATABASE)
-    try:
-        yield app
-    except JobNotFound as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_NOT_FOUND)
-    except StoreError as exc:
-        click.echo(f"error: database: {exc}", err=True)
-        sys.exit(EXIT_DATABASE)
-    finally:
-        app.close()
-
-
-def _emit(data: Any, output: str | None, table: Callable[[], None]) -> None:
-    if output == "json" or (output is None and not sys.stdout.isatty()):
-        click.echo(json.dumps(data, indent=2, default=str))
-    else:
-        table()
-
-
-def _job_dict(job: Any) -> dict[str, Any]:
-    data = asdict(job)
-    data["state"] = job.state.value
-    data["delivery"] = job.delivery.value
-    return data
-
-
-@click.group()
+@click.group(epilog=EXIT_CODES)
 @click.version_option(package_name="longcall")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
 def main(verbose: int) -> None:
@@ -112,16 +50,99 @@ def main(verbose: int) -> None:
     is_flag=True,
     help="Play it on google-adk (extra 'adk'); Gemini when GOOGLE_API_KEY is set.",
 )
-def demo(database: str | None, adk: bool) -> None:
-    """Play the worked example: a 19-minute report, a duplicate, a deadline."""
-    from longcall.demo import run_demo
+@click.option(
+    "--in-process",
+    is_flag=True,
+    help="The older demo: no server, a fake clock, the 45 minutes in an instant.",
+)
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="Afterwards keep the server (API, dashboard, worker) running until Ctrl-C/SIGTERM.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port on 127.0.0.1 for the server; 0 picks a free one.",
+)
+def demo(database: str | None, adk: bool, in_process: bool, serve: bool, port: int) -> None:
+    """Play the worked example through the service and check every step.
 
+    A real server on a local port, the agent's session, a report handed to a simulated batch
+    system that posts a signed webhook (twice), the resumed answer, and a deadline that
+    passes; the 45-minute deadline is played as a few seconds. Exits 0 only when every
+    check passed. Needs the server extra: pip install 'longcall[server]'.
+    """
+    if in_process and (serve or port):
+        raise click.UsageError("--serve and --port need the server; drop --in-process")
     if adk:
         try:
             import longcall.adk  # noqa: F401
         except ImportError as exc:
             raise click.UsageError(str(exc)) from exc
-    sys.exit(run_demo(database, adk=adk))
+    if in_process:
+        from longcall.demo import run_demo
+
+        sys.exit(run_demo(database, adk=adk))
+    try:
+        from longcall.demo_service import run_service_demo
+    except ImportError:
+        click.echo(
+            "error: longcall demo runs a server, which needs the server extra: "
+            "pip install 'longcall[server]' (or play it without: longcall demo --in-process)",
+            err=True,
+        )
+        sys.exit(EXIT_USAGE)
+    sys.exit(run_service_demo(database, adk=adk, serve=serve, port=port))
+
+
+@main.command()
+@database_option
+@output_option
+def doctor(database: str, output: str | None) -> None:
+    """Check the database, schema, settings, webhook secrets, tokens and extras.
+
+    Each check is ok, warn or fail. Exits 0 without a fail, 1 with one, 4 when the database
+    cannot be reached. Reads only: a missing SQLite file is reported, not created.
+    """
+    import os
+
+    from longcall.doctor import diagnose
+
+    source = click.get_current_context().get_parameter_source("database")
+    origin = "the default"
+    if source is click.core.ParameterSource.COMMANDLINE:
+        origin = "--database"
+    elif source is click.core.ParameterSource.ENVIRONMENT:
+        origin = "LONGCALL_DATABASE_URL"
+    try:
+        report = diagnose(database, os.environ, origin=origin)
+    except StoreError as exc:
+        click.echo(f"error: database: {exc}", err=True)
+        sys.exit(EXIT_DATABASE)
+    data = [asdict(c) for c in report.checks]
+
+    def table() -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        marks = {
+            "ok": "[green]ok[/green]",
+            "warn": "[yellow]warn[/yellow]",
+            "fail": "[red]fail[/red]",
+        }
+        t = Table("check", "status", "message")
+        for c in report.checks:
+            t.add_row(c.check, marks[c.status], c.message)
+        Console().print(t)
+
+    emit(data, output, table)
+    if not report.reachable:
+        sys.exit(EXIT_DATABASE)
+    if report.failed:
+        sys.exit(EXIT_CHECK_FAILED)
 
 
 @main.command()
@@ -220,159 +241,7 @@ def worker(app_spec: str, agent_spec: str, lease: str, poll: str) -> None:
         app.close()
 
 
-@main.group()
-def jobs() -> None:
-    """Look at jobs and complete them by hand."""
-
-
-@jobs.command("list")
-@database_option
-@output_option
-@click.option(
-    "--state", type=click.Choice(["started", "succeeded", "failed", "expired", "cancelled"])
-)
-@click.option("--tool", "tool_name")
-@click.option("--session", "session_id")
-@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
-def jobs_list(
-    database: str,
-    output: str | None,
-    state: str | None,
-    tool_name: str | None,
-    session_id: str | None,
-    limit: int,
-) -> None:
-    """List jobs, newest first."""
-    from longcall.jobs import JobState
-
-    with _app(database) as app:
-        found = app.list_jobs(
-            state=JobState(state) if state else None,
-            tool_name=tool_name,
-            session_id=session_id,
-            limit=limit,
-        )
-
-    def table() -> None:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table("job", "tool", "state", "delivery", "session", "call")
-        for job in found:
-            t.add_row(
-                job.job_id,
-                job.tool_name,
-                job.state.value,
-                job.delivery.value,
-                job.session_id or "",
-                job.call_id or "",
-            )
-        Console().print(t)
-
-    _emit([_job_dict(j) for j in found], output, table)
-
-
-@jobs.command("show")
-@database_option
-@output_option
-@click.argument("job_id")
-def jobs_show(database: str, output: str | None, job_id: str) -> None:
-    """A job with its event log."""
-    with _app(database) as app:
-        job = app.get_job(job_id)
-        events = app.job_events(job_id)
-    data = {**_job_dict(job), "events": [asdict(e) for e in events]}
-
-    def table() -> None:
-        from rich.console import Console
-
-        console = Console()
-        for key, value in _job_dict(job).items():
-            if value is not None:
-                console.print(f"[bold]{key:>14}[/bold]  {value}", highlight=False)
-        for event in events:
-            console.print(f"{'event':>14}  #{event.seq} {event.kind} {event.data}", highlight=False)
-
-    _emit(data, output, table)
-
-
-def _finish(outcome: Any, output: str | None, strict: bool) -> None:
-    data = {"changed": outcome.changed, "job": _job_dict(outcome.job)}
-    _emit(
-        data,
-        output,
-        lambda: click.echo(
-            f"{outcome.job.job_id}: {outcome.job.state.value}"
-            + ("" if outcome.changed else " (unchanged: it had finished already)")
-        ),
-    )
-    if strict and not outcome.changed:
-        sys.exit(EXIT_CONFLICT)
-
-
-strict_option = click.option(
-    "--strict", is_flag=True, help="Exit 5 when the job had already finished."
-)
-
-
-@jobs.command("complete")
-@database_option
-@output_option
-@strict_option
-@click.argument("job_id")
-@click.option("--result", help="The result as JSON.")
-def jobs_complete(
-    database: str, output: str | None, strict: bool, job_id: str, result: str | None
-) -> None:
-    """Complete a job; the first terminal result wins."""
-    value = _json_arg(result, "--result")
-    with _app(database) as app:
-        _finish(app.complete(job_id, value), output, strict)
-
-
-@jobs.command("fail")
-@database_option
-@output_option
-@strict_option
-@click.argument("job_id")
-@click.option("--error", required=True, help="What went wrong.")
-def jobs_fail(database: str, output: str | None, strict: bool, job_id: str, error: str) -> None:
-    """Fail a job."""
-    with _app(database) as app:
-        _finish(app.fail(job_id, error), output, strict)
-
-
-@jobs.command("cancel")
-@database_option
-@output_option
-@strict_option
-@click.argument("job_id")
-@click.option("--reason", help="Why, for the agent to pass on.")
-def jobs_cancel(
-    database: str, output: str | None, strict: bool, job_id: str, reason: str | None
-) -> None:
-    """Cancel a job; its tool's on_cancel hook runs in a worker."""
-    with _app(database) as app:
-        _finish(app.cancel(job_id, reason), output, strict)
-
-
-@jobs.command("progress")
-@database_option
-@output_option
-@click.argument("job_id")
-@click.option("--data", required=True, help="The progress as JSON.")
-@click.option("--notify-model", is_flag=True, help="Let the model hear of it (throttled).")
-def jobs_progress(
-    database: str, output: str | None, job_id: str, data: str, notify_model: bool
-) -> None:
-    """Record progress on a running job."""
-    value = _json_arg(data, "--data")
-    with _app(database) as app:
-        job = app.progress(job_id, value, notify_model=notify_model)
-    if job is None:
-        click.echo(f"{job_id} has finished already; progress ignored", err=True)
-        sys.exit(EXIT_CONFLICT)
-    _emit(_job_dict(job), output, lambda: click.echo(f"{job_id}: progress #{job.progress_seq}"))
+main.add_command(jobs)
 
 
 @main.command()
@@ -462,7 +331,7 @@ def serve(
         finally:
             app.close()
         return
-    with _app(database, migrate=True) as own:
+    with open_app(database, migrate=True) as own:
         asyncio.run(run(own))
 
 
@@ -477,17 +346,16 @@ def hooks() -> None:
 @click.argument("source")
 def hooks_add(database: str, output: str | None, source: str) -> None:
     """Create SOURCE with a new secret, or add a second secret to rotate to; prints it."""
-    from longcall.webhooks import new_secret
-
-    with _app(database, migrate=False) as app:
-        secret = app.store.add_hook_secret(source, new_secret())
+    fresh = _new_secret()
+    with open_app(database, migrate=False) as app:
+        secret = app.store.add_hook_secret(source, fresh)
     data = {
         "source": source,
         "secretId": secret.secret_id,
         "secret": secret.secret,
         "url": f"/v1/hooks/{source}",
     }
-    _emit(
+    emit(
         data,
         output,
         lambda: click.echo(
@@ -497,12 +365,73 @@ def hooks_add(database: str, output: str | None, source: str) -> None:
     )
 
 
+def _new_secret() -> str:
+    try:
+        from longcall.webhooks import new_secret
+    except ImportError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    return new_secret()
+
+
+@hooks.command("rotate")
+@database_option
+@output_option
+@click.argument("source")
+@click.option(
+    "--retire-others",
+    is_flag=True,
+    help="Retire every older secret of SOURCE at once (a leaked secret). Without it they "
+    "keep verifying until `hooks retire`, so the sender can switch without a refusal.",
+)
+def hooks_rotate(database: str, output: str | None, source: str, retire_others: bool) -> None:
+    """Add a new secret to SOURCE and print it; the older ones stay valid unless retired."""
+    fresh = _new_secret()
+    with open_app(database, migrate=False) as app:
+        older = app.store.hook_secrets(source)
+        if not older:
+            click.echo(
+                f"error: no source {source!r} to rotate; create it with `longcall hooks add "
+                f"{source}`",
+                err=True,
+            )
+            sys.exit(EXIT_NOT_FOUND)
+        # The new secret first: a crash in between leaves both valid, never neither.
+        secret = app.store.add_hook_secret(source, fresh)
+        retired = [
+            s.secret_id
+            for s in older
+            if retire_others and app.store.retire_hook_secret(source, s.secret_id)
+        ]
+    still = [s.secret_id for s in older if s.secret_id not in retired]
+    data = {
+        "source": source,
+        "secretId": secret.secret_id,
+        "secret": secret.secret,
+        "url": f"/v1/hooks/{source}",
+        "stillValid": still,
+        "retired": retired,
+    }
+
+    def text() -> None:
+        click.echo(f"source {source}: new secret {secret.secret_id}\n{secret.secret}")
+        if retired:
+            click.echo(f"retired {', '.join(retired)}: deliveries signed with them are refused")
+        for old_id in still:
+            click.echo(
+                f"{old_id} still verifies; once the sender signs with the new secret: "
+                f"longcall hooks retire {source} {old_id}"
+            )
+
+    emit(data, output, text)
+
+
 @hooks.command("list")
 @database_option
 @output_option
 def hooks_list(database: str, output: str | None) -> None:
     """List sources and their secret ids (never the secrets)."""
-    with _app(database, migrate=False) as app:
+    with open_app(database, migrate=False) as app:
         found = app.store.hook_secrets()
     data = [{"source": s.source, "secretId": s.secret_id, "createdAt": s.created_at} for s in found]
 
@@ -510,7 +439,7 @@ def hooks_list(database: str, output: str | None) -> None:
         for item in data:
             click.echo(f"{item['source']}\t{item['secretId']}")
 
-    _emit(data, output, table)
+    emit(data, output, table)
 
 
 @hooks.command("retire")
@@ -519,7 +448,7 @@ def hooks_list(database: str, output: str | None) -> None:
 @click.argument("secret_id")
 def hooks_retire(database: str, source: str, secret_id: str) -> None:
     """Stop accepting deliveries signed with SECRET_ID (after a rotation)."""
-    with _app(database, migrate=False) as app:
+    with open_app(database, migrate=False) as app:
         if not app.store.retire_hook_secret(source, secret_id):
             click.echo(f"error: {source!r} has no secret {secret_id!r}", err=True)
             sys.exit(EXIT_NOT_FOUND)
@@ -534,8 +463,8 @@ def hooks_sign(database: str, source: str, body: str) -> None:
     """Print the headers of a test delivery to SOURCE, signed with its newest secret."""
     from longcall.webhooks import sign
 
-    _json_arg(body, "--body")
-    with _app(database, migrate=False) as app:
+    json_arg(body, "--body")
+    with open_app(database, migrate=False) as app:
         secrets = app.store.hook_secrets(source)
     if not secrets:
         click.echo(f"error: no secret for {source!r}; run `longcall hooks add {source}`", err=True)
@@ -558,10 +487,10 @@ def tokens_create(database: str, output: str | None, user_id: str | None, admin:
     """Create a token for --user (or an --admin token) and print it once."""
     if not admin and not user_id:
         raise click.UsageError("give --user NAME, or --admin")
-    with _app(database, migrate=False) as app:
+    with open_app(database, migrate=False) as app:
         info, token = app.store.create_token(user_id=user_id, admin=admin)
     data = {"tokenId": info.token_id, "userId": info.user_id, "admin": info.admin, "token": token}
-    _emit(
+    emit(
         data,
         output,
         lambda: click.echo(
@@ -575,7 +504,7 @@ def tokens_create(database: str, output: str | None, user_id: str | None, admin:
 @output_option
 def tokens_list(database: str, output: str | None) -> None:
     """List token ids, users and whether they are revoked (never the tokens)."""
-    with _app(database, migrate=False) as app:
+    with open_app(database, migrate=False) as app:
         found = app.store.tokens()
     data = [
         {
@@ -592,7 +521,7 @@ def tokens_list(database: str, output: str | None) -> None:
             state = "revoked" if t["revoked"] else "active"
             click.echo(f"{t['tokenId']}\t{'admin' if t['admin'] else t['userId']}\t{state}")
 
-    _emit(data, output, table)
+    emit(data, output, table)
 
 
 @tokens.command("revoke")
@@ -600,7 +529,7 @@ def tokens_list(database: str, output: str | None) -> None:
 @click.argument("token_id")
 def tokens_revoke(database: str, token_id: str) -> None:
     """Revoke a token by its id; requests with it then answer 401."""
-    with _app(database, migrate=False) as app:
+    with open_app(database, migrate=False) as app:
         if not app.store.revoke_token(token_id):
             click.echo(f"error: no active token {token_id!r}", err=True)
             sys.exit(EXIT_NOT_FOUND)

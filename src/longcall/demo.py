@@ -1,4 +1,4 @@
-"""``longcall demo``: the worked example of a 19-minute report, played on a fake clock.
+"""``longcall demo --in-process``: the worked example of a 19-minute report, on a fake clock.
 
 A user asks for the Q3 EMEA sales report at 10:00; the tool records the job with a 45-minute
 deadline and hands it to a (simulated) batch system; an unrelated question at 10:05 is answered
@@ -33,17 +33,16 @@ USER, SESSION = "ana", "session-ana-1"
 
 @dataclass
 class Timeline:
+    """What happened, printed as it happens, and the checks made along the way.
+
+    ``stamp`` says when: the fake clock's time of day here, seconds since the start in the
+    demo that runs through the service.
+    """
+
     console: Console
-    clock: FakeClock
+    stamp: Callable[[], str]
     failures: list[str] = field(default_factory=list)
     checks: int = 0
-
-    def at(self, hh_mm_ss: str) -> None:
-        h, m, s = (int(x) for x in hh_mm_ss.split(":"))
-        self.clock.set(START + h * 3600 + m * 60 + s - 10 * 3600)
-
-    def stamp(self) -> str:
-        return dt.datetime.fromtimestamp(self.clock.now(), dt.UTC).strftime("%H:%M:%S")
 
     def say(self, who: str, text: str, style: str = "") -> None:
         self.console.print(
@@ -68,13 +67,42 @@ class Timeline:
             if event.text:
                 self.say("agent", event.text, "green")
 
-    def check(self, ok: bool, what: str) -> None:
+    def check(self, ok: bool, what: str) -> bool:
         self.checks += 1
         if ok:
             self.console.print(f"          [green]✓[/green] {what}", highlight=False)
         else:
             self.failures.append(what)
             self.console.print(f"          [red]✗ {what}[/red]", highlight=False)
+        return ok
+
+    def summary(self) -> int:
+        """Print how the checks went; the exit status (0 only when every check passed)."""
+        if self.failures:
+            self.console.print(
+                f"\n[red]{len(self.failures)} of {self.checks} checks failed:[/red]",
+                highlight=False,
+            )
+            for what in self.failures:
+                self.console.print(f"[red]  ✗ {what}[/red]", highlight=False)
+            return 1
+        self.console.print(f"\n[green]all {self.checks} checks passed[/green]")
+        return 0
+
+
+def time_of_day(clock: FakeClock) -> Callable[[], str]:
+    """A stamp showing the fake clock's time of day."""
+    return lambda: dt.datetime.fromtimestamp(clock.now(), dt.UTC).strftime("%H:%M:%S")
+
+
+def setter(clock: FakeClock) -> Callable[[str], None]:
+    """Move the fake clock to a time of day (``"10:19:03"``) on the demo's date."""
+
+    def at(hh_mm_ss: str) -> None:
+        h, m, s = (int(x) for x in hh_mm_ss.split(":"))
+        clock.set(START + h * 3600 + m * 60 + s - 10 * 3600)
+
+    return at
 
 
 class Conversation(Protocol):
@@ -122,7 +150,8 @@ async def play(
     conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation,
 ) -> Timeline:
     """Run the worked example against ``app`` and return the timeline with its checks."""
-    line = Timeline(console, clock)
+    line = Timeline(console, time_of_day(clock))
+    at = setter(clock)
     batch_queue: list[str] = []
 
     def start_sales_report(quarter: str, region: str, job: JobHandle) -> dict[str, Any]:
@@ -138,7 +167,7 @@ async def play(
         line.say("user", text, "bold")
         line.events(await chat.ask(text))
 
-    line.at("10:00:00")
+    at("10:00:00")
     await ask("Please build the sales report for 2026-Q3 EMEA.")
     job = await app.get_job_async("report:2026-Q3:EMEA")
     line.check(
@@ -148,19 +177,19 @@ async def play(
     line.check(job.deadline_at == START + 45 * 60, "its deadline is 10:45:00")
     line.check(batch_queue == [job.job_id], "the work was submitted once, keyed by the job id")
 
-    line.at("10:05:00")
+    at("10:05:00")
     await ask("How many vacation days do I have left?")
     line.check(await resumer.run_once() == 0, "nothing to resume while the report runs")
 
-    line.at("10:19:00")
+    at("10:19:00")
     result = {"url": "https://reports.example.com/2026-Q3-EMEA.csv", "rowCount": 48213}
     line.say("batch system", f"report:2026-Q3:EMEA finished: {result}", "yellow")
     outcome = await app.complete_async("report:2026-Q3:EMEA", result)
     line.check(outcome.changed, "the completion moved the job to succeeded")
-    line.at("10:19:03")
+    at("10:19:03")
     line.check(await resumer.run_once() == 1, "the resumer delivered the result once")
 
-    line.at("10:21:00")
+    at("10:21:00")
     line.say("batch system", "report:2026-Q3:EMEA finished (the same webhook, retried)", "yellow")
     again = await app.complete_async("report:2026-Q3:EMEA", result)
     line.check(not again.changed, "the duplicate completion changed nothing")
@@ -172,9 +201,9 @@ async def play(
         "the session holds exactly one response to the call, with URL and row count",
     )
 
-    line.at("10:22:00")
+    at("10:22:00")
     await ask("Also the sales report for 2026-Q3 APAC, please.")
-    line.at("11:07:00")
+    at("11:07:00")
     line.say("sweeper", "checks deadlines", "yellow")
     expired = await sweeper.run_once()
     line.check(
@@ -182,7 +211,7 @@ async def play(
         "the APAC report expired at its deadline, 45 minutes after it started",
     )
     line.check(await resumer.run_once() == 1, "the agent was told, once")
-    line.at("11:10:00")
+    at("11:10:00")
     late = await app.complete_async("report:2026-Q3:APAC", {"url": "late"})
     apac = await app.get_job_async("report:2026-Q3:APAC")
     events = await app.job_events_async("report:2026-Q3:APAC")
@@ -224,8 +253,4 @@ def run_demo(
             line = asyncio.run(play(app, clock, console, conversation))
         finally:
             app.close()
-    if line.failures:
-        console.print(f"\n[red]{len(line.failures)} of {line.checks} checks failed[/red]")
-        return 1
-    console.print(f"\n[green]all {line.checks} checks passed[/green]")
-    return 0
+    return line.summary()

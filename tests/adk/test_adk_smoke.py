@@ -108,7 +108,7 @@ def test_demo_plays_the_worked_example_on_adk() -> None:
     env = {k: v for k, v in os.environ.items() if k != "GOOGLE_API_KEY"}
     env["COLUMNS"] = "200"
     proc = subprocess.run(
-        [str(Path(sys.executable).parent / "longcall"), "demo", "--adk"],
+        [str(Path(sys.executable).parent / "longcall"), "demo", "--adk", "--in-process"],
         capture_output=True,
         text=True,
         timeout=120,
