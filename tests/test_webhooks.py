@@ -403,3 +403,15 @@ def test_import_without_standardwebhooks_names_the_extra(monkeypatch: pytest.Mon
     monkeypatch.delitem(sys.modules, "longcall.webhooks")
     with pytest.raises(ImportError, match=r"pip install 'longcall\[server\]'"):
         importlib.import_module("longcall.webhooks")
+
+
+@pytest.mark.parametrize("secret", ["whsec_c2hvcnQ=", "not-a-secret", "whsec_???"])
+def test_the_store_refuses_a_secret_that_could_not_verify(tmp_path: Any, secret: str) -> None:
+    """Short or malformed secrets fail when added, not at the first delivery; nothing is kept."""
+    import longcall
+
+    app = longcall.App(f"sqlite:///{tmp_path}/hooks.db")
+    with pytest.raises(ConfigError):
+        app.store.add_hook_secret("batch", secret)
+    assert app.store.hook_secrets("batch") == []
+    app.close()

@@ -25,7 +25,15 @@ class HookOps(StoreCore):
     """Webhook secrets; part of :class:`~longcall.store.Store`."""
 
     def add_hook_secret(self, source: str, secret: str) -> HookSecret:
-        """Add a secret to ``source`` (creating the source); return it with its new id."""
+        """Add a secret to ``source`` (creating the source); return it with its new id.
+
+        A secret that could not verify anything (not ``whsec_`` + base64 of 24 bytes or more)
+        raises ConfigError and nothing is stored: better refused here than at the first
+        delivery. (Secrets only serve the server, so its extra provides the check.)
+        """
+        from longcall.webhooks import check_secret
+
+        check_secret(secret)
         now = self._now()
         secret_id = f"sec_{uuid.uuid4().hex[:12]}"
 
