@@ -180,6 +180,10 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_early_results",
         "lc_webhook_secrets",
         "lc_tokens",
+        "lc_runs",
+        "lc_run_steps",
+        "lc_run_interrupts",
+        "lc_run_events",
         "lc_migrations",
     }
     job_fields = set(longcall.Job.__dataclass_fields__)

@@ -15,7 +15,7 @@ import os
 import socket
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -29,8 +29,11 @@ from longcall.tools import JobHandle, LongRunningTool
 
 if TYPE_CHECKING:
     from longcall.resumer import Resumer
+    from longcall.store.runs import Run, RunEvent
     from longcall.sweeper import Sweeper
     from longcall.worker import Worker
+    from longcall.workflows import RetryPolicy, RunDetails, Workflow
+    from longcall.workflows.state import Reducer, StateSchemaValidator
 
 log = logging.getLogger("longcall")
 P = ParamSpec("P")
@@ -61,6 +64,7 @@ class App:
         progress_throttle: str | float = "10s",
         dispatch_lease: str | float = "60s",
         session_lease: str | float = "60s",
+        run_lease: str | float = "60s",
         threads: int = 8,
         store: Store | None = None,
     ) -> None:
@@ -78,6 +82,11 @@ class App:
         self.progress_throttle = parse_duration(progress_throttle)
         self.dispatch_lease = parse_duration(dispatch_lease)
         self.session_lease = parse_duration(session_lease)
+        from longcall.workflows.runs import Workflows
+
+        # A run's holder renews its lease every third of it; a holder that dies loses the run
+        # to whoever continues it once the lease has run out.
+        self.workflows = Workflows(self, lease=parse_duration(run_lease))
         self.holder = new_holder_id()
         self.tools: dict[str, LongRunningTool] = {}
         # Called as (outcome, job) for each delivery the resumer makes: "delivered",
@@ -386,6 +395,91 @@ class App:
         return asyncio.run(
             self.run_turn_async(runner, user_id=user_id, session_id=session_id, text=text)
         )
+
+    # -- workflows ----------------------------------------------------------------------
+
+    def task(
+        self,
+        func: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """Make a function a task: each call inside a run is checkpointed before it returns."""
+        return self.workflows.task(func, name=name, retry=retry)
+
+    def workflow(
+        self,
+        workflow_id: str | Callable[..., Any] | None = None,
+        /,
+        *,
+        state: Mapping[str, Reducer] | None = None,
+        validator: StateSchemaValidator | None = None,
+    ) -> Any:
+        """Register a workflow under ``workflow_id`` (the function's name by default)."""
+        return self.workflows.workflow(workflow_id, state=state, validator=validator)
+
+    def run_workflow(
+        self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
+    ) -> Run:
+        """Start a run and execute it here until it completes, fails or waits for input.
+
+        With a ``run_id`` that exists already, nothing new starts: that run is returned.
+        """
+        self.refuse_in_loop("run_workflow")
+        run, created = self.workflows.start(workflow, input, run_id=run_id)
+        return self.workflows.execute(run, fresh=True) if created else run
+
+    async def run_workflow_async(
+        self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
+    ) -> Run:
+        run, created = await self.in_thread(self.workflows.start, workflow, input, run_id=run_id)
+        return await self.workflows.execute_async(run, fresh=True) if created else run
+
+    def resume(self, run_id: str, values: Mapping[str, Any]) -> Run:
+        """Answer a waiting run's interrupts by key and execute it again from the top.
+
+        Raises :class:`~longcall.errors.InvalidResume` (the run stays waiting) for an answer
+        of the wrong type, and :class:`~longcall.errors.RunStateError` for a run not waiting.
+        """
+        self.refuse_in_loop("resume")
+        self.workflows.check_answers(run_id, values)
+        self.store.answer_interrupts(run_id, dict(values))
+        run = self.workflows.execute(self.workflows.take(run_id))
+        self.workflows.wrong_answers(run, values)
+        return run
+
+    async def resume_async(self, run_id: str, values: Mapping[str, Any]) -> Run:
+        await self.in_thread(self.workflows.check_answers, run_id, values)
+        await self.in_thread(self.store.answer_interrupts, run_id, dict(values))
+        taken = await self.in_thread(self.workflows.take, run_id)
+        run = await self.workflows.execute_async(taken)
+        await self.in_thread(self.workflows.wrong_answers, run, values)
+        return run
+
+    def continue_run(self, run_id: str) -> Run:
+        """Execute a queued run, or one whose holder died (its lease ran out), from the top."""
+        self.refuse_in_loop("continue_run")
+        return self.workflows.execute(self.workflows.take(run_id))
+
+    async def continue_run_async(self, run_id: str) -> Run:
+        taken = await self.in_thread(self.workflows.take, run_id)
+        return await self.workflows.execute_async(taken)
+
+    def get_run(self, run_id: str) -> RunDetails:
+        """The run with its checkpoints, interrupts and events."""
+        return self.workflows.details(run_id)
+
+    def cancel_run(self, run_id: str) -> Run:
+        """Cancel a run: at once if queued or waiting, at its next task call if running."""
+        return self.store.request_run_cancel(run_id) or self.store.get_run(run_id)
+
+    def run_events(
+        self, run_id: str, *, after: int = 0, follow: bool = True
+    ) -> AsyncIterator[RunEvent]:
+        """``async for event in app.run_events(run_id)``: the event log, live while it runs."""
+        return self.workflows.events(run_id, after=after, follow=follow)
 
     # -- background loops ---------------------------------------------------------------
 

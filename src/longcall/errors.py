@@ -13,10 +13,20 @@
     ├── SyncInAsyncError            a sync method was called inside a running event loop
     ├── AgentError                  an agent run failed while delivering a response
     │   └── UnknownCallError        the agent's session has no such function call (never retried)
-    └── WebhookError                a webhook delivery was refused (``http_status``, ``code``)
-        ├── WebhookUnauthorized     401: headers missing, signature bad, timestamp outside window
-        ├── WebhookBadRequest       400: a signed body that is not UTF-8 JSON within the limits
-        └── WebhookTooLarge         413: a body larger than the size limit
+    ├── WebhookError                a webhook delivery was refused (``http_status``, ``code``)
+    │   ├── WebhookUnauthorized     401: headers missing, signature bad, timestamp outside window
+    │   ├── WebhookBadRequest       400: a signed body that is not UTF-8 JSON within the limits
+    │   └── WebhookTooLarge         413: a body larger than the size limit
+    └── WorkflowError               a workflow run could not go on as asked
+        ├── WorkflowNotFound        no workflow registered under that id
+        ├── RunNotFound             no run with that id
+        ├── RunStateError           the run is not in a state that allows this (e.g. resume)
+        ├── NonDeterminismError     a resumed run called something else than the record says
+        ├── TaskError               a task failed after its retries (seen at its call site)
+        └── InvalidResume           a resume value of the wrong type; ``errors`` lists them all
+
+"Needs input" is not an error but a control signal (``longcall.workflows.Suspend``, a
+``BaseException``) that a workflow's ``except Exception`` cannot swallow.
 
 Driver errors (sqlite3, psycopg) are wrapped with ``raise ... from`` so callers catch one root.
 """
@@ -127,3 +137,59 @@ class WebhookTooLarge(WebhookError):
 
     http_status = 413
     code = "webhook_too_large"
+
+
+class WorkflowError(LongcallError):
+    """A workflow run could not go on as asked."""
+
+
+class WorkflowNotFound(WorkflowError):
+    """No workflow is registered under this id."""
+
+    def __init__(self, workflow_id: str) -> None:
+        super().__init__(f"no workflow registered as {workflow_id!r}")
+        self.workflow_id = workflow_id
+
+
+class RunNotFound(WorkflowError):
+    """No run has this id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id
+
+
+class RunStateError(WorkflowError):
+    """The run is not in a state that allows what was asked (resuming a finished run, say)."""
+
+
+class NonDeterminismError(WorkflowError):
+    """A resumed run made a different call at a position than the one recorded there."""
+
+
+class TaskError(WorkflowError):
+    """A task failed after all its attempts; raised at its call site, on replay too."""
+
+    def __init__(self, task: str, error_type: str, message: str, attempts: int) -> None:
+        super().__init__(
+            f"task {task!r} failed after {attempts} attempt(s): {error_type}: {message}"
+        )
+        self.task = task
+        self.error_type = error_type
+        self.message = message
+        self.attempts = attempts
+
+
+class InvalidResume(WorkflowError):
+    """Resume values of the wrong type (or for keys that cannot take one); nothing was stored.
+
+    ``errors`` lists every problem as ``{"key", "path", "message"}``.
+    """
+
+    def __init__(self, run_id: str, errors: list[dict[str, str]]) -> None:
+        lines = "; ".join(
+            f"{e['key']}{'.' + e['path'] if e['path'] else ''}: {e['message']}" for e in errors
+        )
+        super().__init__(f"invalid resume for run {run_id!r}: {lines}")
+        self.run_id = run_id
+        self.errors = errors

@@ -27,6 +27,7 @@ from longcall.jobs import (
 from longcall.store import queries as sql
 from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
 from longcall.store.hooks import HookOps, HookSecret
+from longcall.store.runs import RunOps
 from longcall.store.sessions import SessionEvent, SessionOps
 from longcall.store.tokens import TokenInfo, TokenOps
 
@@ -127,7 +128,7 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(SessionOps, HookOps, TokenOps):
+class Store(SessionOps, HookOps, TokenOps, RunOps):
     """The job table and its companions, on one database."""
 
     dialect: str

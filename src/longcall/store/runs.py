@@ -1,0 +1,343 @@
+"""Workflow runs in the store: the run row, a checkpoint per task call, interrupts, events.
+
+Every write that belongs to an execution is fenced by the run's holder: a run taken over by
+another worker (its lease ran out) is no longer written to by the one that lost it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from longcall.errors import RunNotFound
+from longcall.store.core import Row, StoreCore, Tx, dumps, loads
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_INPUT = "waiting_input"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A workflow run as the store has it; ``result``, ``error`` and ``state`` are JSON data."""
+
+    run_id: str
+    workflow_id: str
+    status: RunStatus
+    input: Any
+    result: Any
+    error: Any
+    state: dict[str, Any]
+    user_id: str | None
+    job_id: str | None
+    idempotency_key: str | None
+    attempts: int
+    max_retries: int
+    timeout_secs: float | None
+    errors: list[Any]
+    cancel_requested: bool
+    holder: str | None
+    lease_expires_at: float | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One task call's checkpoint: what was called, what it returned (or how it failed)."""
+
+    position: int
+    name: str
+    args_hash: str
+    ok: bool
+    result: Any
+    changes: list[tuple[str, Any]]
+    attempts: int
+    started_at: float
+    finished_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A question a run asked (``prompt``, ``schema``) and the answer given, if any."""
+
+    key: str
+    prompt: str | None
+    schema: dict[str, Any] | None
+    value: Any
+    supplied: bool
+    answered: bool
+    error: Any
+    asked_at: float | None
+    answered_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    seq: int
+    kind: str
+    data: Any
+    created_at: float
+
+
+def run_from_row(row: Row) -> Run:
+    return Run(
+        run_id=row["run_id"],
+        workflow_id=row["workflow_id"],
+        status=RunStatus(row["status"]),
+        input=loads(row["input"]),
+        result=loads(row["result"]),
+        error=loads(row["error"]),
+        state=loads(row["state"]) or {},
+        user_id=row["user_id"],
+        job_id=row["job_id"],
+        idempotency_key=row["idempotency_key"],
+        attempts=row["attempts"],
+        max_retries=row["max_retries"],
+        timeout_secs=row["timeout_secs"],
+        errors=loads(row["errors"]) or [],
+        cancel_requested=bool(row["cancel_requested"]),
+        holder=row["holder"],
+        lease_expires_at=row["lease_expires_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def _step(row: Row) -> Step:
+    return Step(
+        position=row["position"],
+        name=row["name"],
+        args_hash=row["args_hash"],
+        ok=bool(row["ok"]),
+        result=loads(row["result"]),
+        changes=[(name, update) for name, update in loads(row["changes"])],
+        attempts=row["attempts"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def _interrupt(row: Row) -> Interrupt:
+    return Interrupt(
+        key=row["key"],
+        prompt=row["prompt"],
+        schema=loads(row["schema"]),
+        value=loads(row["value"]),
+        supplied=row["value"] is not None,
+        answered=bool(row["answered"]),
+        error=loads(row["error"]),
+        asked_at=row["asked_at"],
+        answered_at=row["answered_at"],
+    )
+
+
+class RunOps(StoreCore):
+    """Workflow runs; part of :class:`~longcall.store.Store`."""
+
+    def create_run(
+        self,
+        run_id: str,
+        workflow_id: str,
+        input: Any,
+        *,
+        holder: str | None = None,
+        lease: float = 0.0,
+        user_id: str | None = None,
+        job_id: str | None = None,
+        idempotency_key: str | None = None,
+        max_retries: int = 0,
+        timeout_secs: float | None = None,
+    ) -> tuple[Run, bool]:
+        """Create the run (held by ``holder`` when given); the existing one if the id or the
+        idempotency key is taken. True when it was created."""
+        now = self._now()
+
+        def work(tx: Tx) -> tuple[Run, bool]:
+            row = tx.one(
+                "insert_run",
+                run_id=run_id,
+                workflow_id=workflow_id,
+                status="running" if holder else "queued",
+                input=dumps(input),
+                user_id=user_id,
+                job_id=job_id,
+                idempotency_key=idempotency_key,
+                max_retries=max_retries,
+                timeout_secs=timeout_secs,
+                holder=holder,
+                lease=lease,
+                now=now,
+            )
+            if row is not None:
+                return run_from_row(row), True
+            existing = tx.one("get_run", run_id=run_id)
+            if existing is None and idempotency_key is not None:
+                existing = tx.one("run_by_idempotency_key", key=idempotency_key)
+            if existing is None:  # pragma: no cover - a conflict leaves one of the two
+                raise RunNotFound(run_id)
+            return run_from_row(existing), False
+
+        return self._transact(work)
+
+    def get_run(self, run_id: str) -> Run:
+        row = self._transact(lambda tx: tx.one("get_run", run_id=run_id), write=False)
+        if row is None:
+            raise RunNotFound(run_id)
+        return run_from_row(row)
+
+    def take_run(
+        self, run_id: str, holder: str, *, lease: float, retry: bool = False
+    ) -> Run | None:
+        """Hold the run to execute it; None when it is not there to take (held, ended,
+        cancelled). ``retry`` counts the execution as a new attempt."""
+        now = self._now()
+        row = self._transact(
+            lambda tx: tx.one(
+                "take_run", run_id=run_id, holder=holder, lease=lease, bump=int(retry), now=now
+            )
+        )
+        return None if row is None else run_from_row(row)
+
+    def renew_run(self, run_id: str, holder: str, *, lease: float) -> bool | None:
+        """Extend the lease; None when the run is no longer ours, else whether it is being
+        cancelled."""
+        now = self._now()
+        row = self._transact(
+            lambda tx: tx.one("renew_run", run_id=run_id, holder=holder, lease=lease, now=now)
+        )
+        return None if row is None else bool(row["cancel_requested"])
+
+    def end_run(
+        self,
+        run_id: str,
+        holder: str,
+        status: RunStatus,
+        *,
+        state: dict[str, Any],
+        result: Any = None,
+        error: Any = None,
+        asked: Sequence[tuple[str, str, dict[str, Any] | None, Any]] = (),
+        consumed: Sequence[str] = (),
+    ) -> Run | None:
+        """Record where the run stands, with the interrupts it asked (key, prompt, schema,
+        error) and the answers it consumed; None when the run is no longer ours."""
+        now = self._now()
+
+        def work(tx: Tx) -> Run | None:
+            for key, prompt, schema, problem in asked:
+                tx.run(
+                    "ask_interrupt",
+                    run_id=run_id,
+                    key=key,
+                    prompt=prompt,
+                    schema=None if schema is None else dumps(schema),
+                    error=None if problem is None else dumps(problem),
+                    now=now,
+                )
+            for key in consumed:
+                tx.run("consume_interrupt", run_id=run_id, key=key)
+            row = tx.one(
+                "end_run",
+                run_id=run_id,
+                holder=holder,
+                status=status.value,
+                result=dumps(result),
+                error=None if error is None else dumps(error),
+                state=dumps(state),
+                now=now,
+            )
+            return None if row is None else run_from_row(row)
+
+        return self._transact(work)
+
+    def run_steps(self, run_id: str) -> list[Step]:
+        rows = self._transact(lambda tx: tx.all("run_steps", run_id=run_id), write=False)
+        return [_step(r) for r in rows]
+
+    def record_step(
+        self,
+        run_id: str,
+        holder: str,
+        position: int,
+        *,
+        name: str,
+        args_hash: str,
+        ok: bool,
+        result: Any,
+        changes: list[tuple[str, Any]],
+        attempts: int,
+        started_at: float,
+        finished_at: float,
+    ) -> bool:
+        """Commit a task call's checkpoint; False when the run is no longer ours."""
+        written = self._transact(
+            lambda tx: tx.run(
+                "insert_step",
+                run_id=run_id,
+                holder=holder,
+                position=position,
+                name=name,
+                args_hash=args_hash,
+                ok=ok,
+                result=dumps(result),
+                changes=dumps(changes),
+                attempts=attempts,
+                started_at=started_at,
+                now=finished_at,
+            )
+        )
+        return written > 0
+
+    def run_interrupts(self, run_id: str) -> dict[str, Interrupt]:
+        rows = self._transact(lambda tx: tx.all("run_interrupts", run_id=run_id), write=False)
+        return {r["key"]: _interrupt(r) for r in rows}
+
+    def answer_interrupts(self, run_id: str, values: dict[str, Any]) -> None:
+        """Store answers by continuation key (an answer the run already used stays as it is)."""
+        now = self._now()
+
+        def work(tx: Tx) -> None:
+            for key, value in values.items():
+                tx.run("answer_interrupt", run_id=run_id, key=key, value=dumps(value), now=now)
+
+        self._transact(work)
+
+    def emit_run_event(self, run_id: str, origin: str, kind: str, data: Any) -> None:
+        """Append to the run's event log; an origin already there (a replayed emit) is a no-op."""
+        now = self._now()
+        self._transact(
+            lambda tx: tx.run(
+                "insert_run_event",
+                run_id=run_id,
+                origin=origin,
+                kind=kind,
+                data=dumps(data),
+                now=now,
+            )
+        )
+
+    def run_events(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        rows = self._transact(
+            lambda tx: tx.all("run_events", run_id=run_id, after=after), write=False
+        )
+        return [RunEvent(r["seq"], r["kind"], loads(r["data"]), r["created_at"]) for r in rows]
+
+    def request_run_cancel(self, run_id: str) -> Run | None:
+        """Ask for the run to be cancelled; None when it had already ended (or is unknown)."""
+        now = self._now()
+        row = self._transact(lambda tx: tx.one("request_run_cancel", run_id=run_id, now=now))
+        return None if row is None else run_from_row(row)

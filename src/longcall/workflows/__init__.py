@@ -1,0 +1,53 @@
+"""Durable functional workflows: ``@app.workflow``, ``@app.task``, state, interrupts.
+
+A workflow is a plain function; each call of a task inside it is checkpointed before it
+returns, so a run resumed after a crash, a restart or an answer to an interrupt skips the
+calls that finished and gets their recorded results. Task bodies are at-least-once: the call
+that was in flight when a process died runs again.
+"""
+
+from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
+from longcall.workflows.runs import RunDetails, Workflow, Workflows
+from longcall.workflows.state import (
+    Append,
+    Custom,
+    Merge,
+    Messages,
+    Reducer,
+    RemoveMessage,
+    Replace,
+    State,
+    StateError,
+    StateSchemaValidator,
+    StateValidationError,
+    Transient,
+)
+
+__all__ = [
+    "Append",
+    "Cancelled",
+    "Custom",
+    "Interrupt",
+    "Merge",
+    "Messages",
+    "Reducer",
+    "RemoveMessage",
+    "Replace",
+    "RetryPolicy",
+    "Run",
+    "RunDetails",
+    "RunEvent",
+    "RunStatus",
+    "State",
+    "StateError",
+    "StateSchemaValidator",
+    "StateValidationError",
+    "Step",
+    "Suspend",
+    "Task",
+    "TaskContext",
+    "Transient",
+    "Workflow",
+    "Workflows",
+]

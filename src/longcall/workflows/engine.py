@@ -1,0 +1,516 @@
+"""Executing a run: task checkpoints, replay on resume, interrupts, emits, cancellation.
+
+A run executes its workflow body from the top every time (first run, resume, recovery).
+Each task call takes the next *position* when it is called; a position with a checkpoint is
+skipped and answers with the recorded result, so only work that never finished runs again.
+A checkpoint is committed before the call returns. A recorded call that does not match the
+new one (another task, other arguments) is a :class:`NonDeterminismError` and fails the run,
+even if the workflow catches it: going on would hand it a result meant for another call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import copy
+import hashlib
+import inspect
+import json
+import random
+import re
+import threading
+import time
+import typing
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from pydantic_core import to_jsonable_python
+
+from longcall.errors import NonDeterminismError, TaskError, WorkflowError
+from longcall.jobs import parse_duration
+from longcall.store.runs import Interrupt, Run, Step
+from longcall.workflows.state import State
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+KEY = re.compile(r"^interrupt-[1-9][0-9]*$")
+
+
+class Suspend(BaseException):
+    """The run needs input: raised by ``ctx.interrupt`` and caught by the engine.
+
+    A ``BaseException``, so a workflow's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the run waits for {key}")
+        self.key = key
+
+
+class Cancelled(BaseException):
+    """The run was asked to stop; raised at its next task call once it has been told."""
+
+
+class Lost(BaseException):
+    """Another worker took the run over (this one's lease ran out): stop without writing."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often a failing task is tried, and how long to wait between tries.
+
+    Waits grow from ``initial`` by ``multiplier`` up to ``maximum``; with ``jitter`` each is
+    drawn between half and all of it, so retries of many runs do not move in step.
+    """
+
+    max_attempts: int = 1
+    initial: float | str = "500ms"
+    maximum: float | str = "30s"
+    multiplier: float = 2.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts is at least 1")
+        if self.multiplier < 1:
+            raise ValueError("multiplier is at least 1")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after the ``attempt``-th failure."""
+        base = parse_duration(self.initial) * self.multiplier ** (attempt - 1)
+        wait = min(base, parse_duration(self.maximum))
+        return wait * (0.5 + random.random() / 2) if self.jitter else wait
+
+
+@dataclass
+class _Frame:
+    """A task call in progress: its state changes stay here until it succeeds."""
+
+    position: int
+    attempt: int = 1
+    emits: int = 0
+    local: State | None = None
+    updates: list[tuple[str, Any]] = field(default_factory=list)
+
+
+_execution: contextvars.ContextVar[Execution | None] = contextvars.ContextVar(
+    "longcall_execution", default=None
+)
+_frame: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar(
+    "longcall_task_frame", default=None
+)
+
+
+def context_param(signature: inspect.Signature) -> str | None:
+    """The parameter that asks for the :class:`TaskContext`, by its annotation."""
+    names = ("TaskContext", "longcall.TaskContext", "workflows.TaskContext")
+    for param in signature.parameters.values():
+        if param.annotation is TaskContext or param.annotation in names:
+            return param.name
+    return None
+
+
+def args_hash(arguments: dict[str, Any]) -> str:
+    """A short, stable digest of a call's arguments (as JSON, keys sorted)."""
+    text = json.dumps(to_jsonable_python(arguments), sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class _Ready:
+    """An awaitable that is already done: ``await ctx.interrupt(...)`` in async workflows."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.value
+        yield  # pragma: no cover - makes this a generator
+
+
+class TaskContext:
+    """What a workflow (and a task that asks for it) sees of its run."""
+
+    def __init__(self, execution: Execution) -> None:
+        self._exe = execution
+
+    @property
+    def run_id(self) -> str:
+        return self._exe.run.run_id
+
+    @property
+    def workflow_id(self) -> str:
+        return self._exe.run.workflow_id
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the run has been asked to stop: finish up, the next task call ends it."""
+        return self._exe.cancel_seen
+
+    def get(self, name: str, default: Any = None) -> Any:
+        frame = _frame.get()
+        if frame is not None and frame.local is not None:
+            return frame.local.get(name, default)
+        return self._exe.state.get(name, default)
+
+    def set(self, name: str, update: Any) -> None:
+        """Change a state field through its reducer (replace, append, merge, …)."""
+        frame = _frame.get()
+        if frame is None:
+            self._exe.state.set(name, update)
+            return
+        # Inside a task the change waits for the task to succeed: a failed attempt leaves
+        # nothing behind, and the checkpoint records exactly what the success changed.
+        if frame.local is None:
+            self._exe.state.take_changes()
+            frame.local = copy.deepcopy(self._exe.state)
+        frame.local.set(name, update)
+        frame.updates.append((name, update))
+
+    def emit(self, kind: str, data: Any = None) -> None:
+        """Append to the run's durable event log (readable live with ``app.run_events``)."""
+        exe = self._exe
+        frame = _frame.get()
+        if frame is None:
+            count = exe.body_emits.get(exe.position, 0)
+            exe.body_emits[exe.position] = count + 1
+            origin = f"b{exe.position}.{count}"
+        else:
+            origin = f"t{frame.position}.a{frame.attempt}.{frame.emits}"
+            frame.emits += 1
+        exe.app.store.emit_run_event(exe.run.run_id, origin, kind, to_jsonable_python(data))
+
+    def interrupt(self, prompt: str, *, schema: Any = None) -> Any:
+        """The answer to ``prompt`` as ``schema`` (any type pydantic validates): the run
+        suspends (``waiting_input``) until ``app.resume(run_id, {key: value})`` supplies it.
+
+        Keys are ``interrupt-1``, ``interrupt-2``, … in the order the run asks. In an async
+        workflow, ``await`` the result.
+        """
+        exe = self._exe
+        if _frame.get() is not None:
+            raise WorkflowError(
+                "ctx.interrupt belongs in the workflow body: a task waiting for input would "
+                "run again from its start when the answer comes"
+            )
+        exe.interrupts_asked += 1
+        key = f"interrupt-{exe.interrupts_asked}"
+        adapter = pydantic.TypeAdapter(schema if schema is not None else Any)
+        json_schema = adapter.json_schema() if schema is not None else None
+        record = exe.interrupts.get(key)
+        if record is not None and record.supplied and record.error is None:
+            try:
+                value = adapter.validate_python(record.value)
+            except pydantic.ValidationError as exc:
+                problems = [
+                    {"path": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+                    for e in exc.errors()
+                ]
+                exe.asked.append((key, prompt, json_schema, problems))
+                raise Suspend(key) from None
+            exe.consumed.append(key)
+            return _Ready(value) if exe.is_async else value
+        exe.asked.append((key, prompt, json_schema, None))
+        raise Suspend(key)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The persisted fields' current values (a copy)."""
+        return self._exe.state.snapshot()
+
+
+class Execution:
+    """One execution of a run's body, holding the run until it ends or suspends."""
+
+    def __init__(
+        self,
+        app: App,
+        run: Run,
+        *,
+        holder: str,
+        lease: float,
+        state: State,
+        steps: list[Step],
+        interrupts: dict[str, Interrupt],
+        is_async: bool,
+    ) -> None:
+        self.app = app
+        self.run = run
+        self.holder = holder
+        self.lease = lease
+        self.state = state
+        self.steps = {s.position: s for s in steps}
+        self.interrupts = interrupts
+        self.is_async = is_async
+        self.position = 0  # task positions taken so far
+        self.interrupts_asked = 0
+        self.body_emits: dict[int, int] = {}
+        self.asked: list[tuple[str, str, dict[str, Any] | None, Any]] = []
+        self.consumed: list[str] = []
+        self.cancel_seen = run.cancel_requested
+        self.lost = False
+        self.divergence: NonDeterminismError | None = None
+        self.ctx = TaskContext(self)
+        self._renew_at = time.monotonic() + lease / 3
+        self._beat: threading.Timer | None = None
+        self._lock = threading.Lock()
+
+    # -- holding the run ----------------------------------------------------------------
+
+    def start_heartbeat(self) -> None:
+        """Renew the lease in the background, so a long task does not lose the run."""
+        self._beat = threading.Timer(self.lease / 3, self._heartbeat)
+        self._beat.daemon = True
+        self._beat.start()
+
+    def stop_heartbeat(self) -> None:
+        with self._lock:
+            if self._beat is not None:
+                self._beat.cancel()
+                self._beat = None
+
+    def _heartbeat(self) -> None:
+        self.renew()
+        with self._lock:
+            if self._beat is not None and not self.lost:
+                self._beat = threading.Timer(self.lease / 3, self._heartbeat)
+                self._beat.daemon = True
+                self._beat.start()
+
+    def renew(self) -> None:
+        cancelling = self.app.store.renew_run(self.run.run_id, self.holder, lease=self.lease)
+        self._renew_at = time.monotonic() + self.lease / 3
+        if cancelling is None:
+            self.lost = True
+        elif cancelling:
+            self.cancel_seen = True
+
+    def check_in(self) -> None:
+        """At a task call: stop if the run was lost or cancelled."""
+        if time.monotonic() >= self._renew_at:
+            self.renew()
+        if self.lost:
+            raise Lost()
+        if self.cancel_seen:
+            raise Cancelled()
+
+    # -- task calls -----------------------------------------------------------------------
+
+    def take_position(self) -> int:
+        self.position += 1
+        return self.position
+
+    def replay(self, position: int, name: str, digest: str) -> Step | None:
+        """The checkpoint at ``position`` if there is one (checked against this call)."""
+        step = self.steps.get(position)
+        if step is None:
+            return None
+        if step.name != name or step.args_hash != digest:
+            self.divergence = NonDeterminismError(
+                f"run {self.run.run_id!r} is not deterministic: call {position} was "
+                f"{step.name}(args {step.args_hash}) when the run was recorded, and is "
+                f"{name}(args {digest}) now; change the workflow only for new runs"
+            )
+            raise self.divergence
+        self.state.apply_changes(step.changes)
+        return step
+
+    def record(
+        self,
+        position: int,
+        name: str,
+        digest: str,
+        ok: bool,
+        result: Any,
+        frame: _Frame,
+        started: float,
+    ) -> None:
+        changes = frame.local.take_changes() if frame.local is not None and ok else []
+        written = self.app.store.record_step(
+            self.run.run_id,
+            self.holder,
+            position,
+            name=name,
+            args_hash=digest,
+            ok=ok,
+            result=result,
+            changes=changes,
+            attempts=frame.attempt,
+            started_at=started,
+            finished_at=time.time(),
+        )
+        if not written:
+            self.lost = True
+            raise Lost()
+        if ok:
+            for field_name, update in frame.updates:
+                self.state.set(field_name, update)
+
+
+class Task:
+    """A function whose every call in a run is checkpointed (``@app.task``)."""
+
+    def __init__(self, func: Callable[..., Any], *, name: str, retry: RetryPolicy) -> None:
+        self.func = func
+        self.name = name
+        self.retry = retry
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.signature = inspect.signature(func)
+        self.context_param = context_param(self.signature)
+        returns = self.signature.return_annotation
+        self._adapter = (
+            None
+            if returns in (inspect.Signature.empty, None, "None")
+            else pydantic.TypeAdapter(_resolve(func, "return"))
+        )
+        self.__doc__ = func.__doc__
+        self.__name__ = getattr(func, "__name__", name)
+        self.__wrapped__ = func
+
+    def __repr__(self) -> str:
+        return f"<longcall task {self.name!r}>"
+
+    def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = self.signature.bind_partial(*args, **kwargs)
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        if self.context_param is not None:
+            arguments.pop(self.context_param, None)
+        return arguments
+
+    def _decode(self, value: Any) -> Any:
+        return value if self._adapter is None else self._adapter.validate_python(value)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        exe = _execution.get()
+        if self.context_param is not None and exe is not None:
+            kwargs.setdefault(self.context_param, exe.ctx)
+        if exe is None or _frame.get() is not None:
+            # Outside a run, or inside another task (whose checkpoint covers this call).
+            return self.func(*args, **kwargs)
+        exe.check_in()
+        position = exe.take_position()
+        digest = args_hash(self._arguments(args, kwargs))
+        if self.is_async:
+            return self._call_async(exe, position, digest, args, kwargs)
+        step = exe.replay(position, self.name, digest)
+        if step is not None:
+            return self._replayed(step)
+        return self._run_sync(exe, position, digest, args, kwargs)
+
+    def _replayed(self, step: Step) -> Any:
+        if not step.ok:
+            raise TaskError(self.name, **step.result)
+        return self._decode(step.result)
+
+    def _run_sync(
+        self,
+        exe: Execution,
+        position: int,
+        digest: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        frame = _Frame(position)
+        started = time.time()
+        while True:
+            token = _frame.set(frame)
+            try:
+                value = self.func(*args, **kwargs)
+            except Exception as exc:
+                failure = self._failed(exe, frame, exc)
+                if failure is None:
+                    continue
+                exe.record(position, self.name, digest, False, failure, frame, started)
+                raise TaskError(self.name, **failure) from exc
+            finally:
+                _frame.reset(token)
+            break
+        exe.record(position, self.name, digest, True, to_jsonable_python(value), frame, started)
+        return value
+
+    async def _call_async(
+        self,
+        exe: Execution,
+        position: int,
+        digest: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        step = exe.replay(position, self.name, digest)
+        if step is not None:
+            return self._replayed(step)
+        frame = _Frame(position)
+        started = time.time()
+        app = exe.app
+        while True:
+            token = _frame.set(frame)
+            try:
+                value = await self.func(*args, **kwargs)
+            except Exception as exc:
+                failure = await app.in_thread(self._failed, exe, frame, exc, sleep=False)
+                if failure is None:
+                    await asyncio.sleep(self.retry.delay(frame.attempt - 1))
+                    continue
+                await app.in_thread(
+                    exe.record, position, self.name, digest, False, failure, frame, started
+                )
+                raise TaskError(self.name, **failure) from exc
+            finally:
+                _frame.reset(token)
+            break
+        await app.in_thread(
+            exe.record, position, self.name, digest, True, to_jsonable_python(value), frame, started
+        )
+        return value
+
+    def _failed(
+        self, exe: Execution, frame: _Frame, exc: Exception, *, sleep: bool = True
+    ) -> dict[str, Any] | None:
+        """None to try again (after the policy's wait), or the failure to record."""
+        if frame.attempt < self.retry.max_attempts and not exe.cancel_seen:
+            if sleep:
+                time.sleep(self.retry.delay(frame.attempt))
+            frame.attempt += 1
+            frame.local, frame.updates, frame.emits = None, [], 0
+            return None
+        return {
+            "error_type": type(exc).__name__,
+            "message": str(exc),
+            "attempts": frame.attempt,
+        }
+
+
+def _resolve(func: Callable[..., Any], name: str) -> Any:
+    """A parameter's (or ``return``'s) annotation, with string annotations evaluated."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception:  # an annotation naming something not importable here
+        return Any
+    return hints.get(name, Any)
+
+
+def run_body(
+    body: Callable[..., Any], exe: Execution, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Call a workflow body with ``exe`` as the current execution."""
+    token = _execution.set(exe)
+    try:
+        return body(*args, **kwargs)
+    finally:
+        _execution.reset(token)
+
+
+async def run_body_async(
+    body: Callable[..., Awaitable[Any]],
+    exe: Execution,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    token = _execution.set(exe)
+    try:
+        return await body(*args, **kwargs)
+    finally:
+        _execution.reset(token)

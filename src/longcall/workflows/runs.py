@@ -1,0 +1,387 @@
+"""Workflows registered on an App, and running them: start, resume, continue, inspect, cancel.
+
+``app.run_workflow`` executes in the calling thread (or event loop) until the run completes,
+fails or waits for input; ``app.resume`` supplies answers and executes again from the top,
+skipping every task call that has a checkpoint. Background runs on workers build on the same
+:meth:`Workflows.execute`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from pydantic_core import to_jsonable_python
+
+from longcall.errors import (
+    InvalidResume,
+    NonDeterminismError,
+    RunStateError,
+    WorkflowError,
+)
+from longcall.jobs import parse_duration
+from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.workflows.engine import (
+    KEY,
+    Cancelled,
+    Execution,
+    Lost,
+    RetryPolicy,
+    Suspend,
+    Task,
+    TaskContext,
+    _resolve,
+    context_param,
+    run_body,
+    run_body_async,
+)
+from longcall.workflows.state import Reducer, State, StateSchemaValidator
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.workflows")
+
+
+class Workflow:
+    """A registered workflow: its body, the type of its input and output, its state fields."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        workflow_id: str,
+        *,
+        state: Mapping[str, Reducer] | None,
+        validator: StateSchemaValidator | None,
+    ) -> None:
+        self.func = func
+        self.workflow_id = workflow_id
+        self.state_fields = dict(state or {})
+        self.validator = validator
+        self.is_async = inspect.iscoroutinefunction(func)
+        signature = inspect.signature(func)
+        params = list(signature.parameters.values())
+        self.context_param = context_param(signature)
+        inputs = [p for p in params if p.name != self.context_param]
+        if len(inputs) > 1:
+            raise WorkflowError(
+                f"workflow {workflow_id!r} takes one input (a model or a dict) and the "
+                f"context; it declares {[p.name for p in inputs]}"
+            )
+        self.input_param = inputs[0].name if inputs else None
+        self.input_adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+            _resolve(func, self.input_param) if self.input_param else Any
+        )
+        self.output_adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(
+            _resolve(func, "return")
+        )
+        self.__doc__ = func.__doc__
+        self.__name__ = getattr(func, "__name__", workflow_id)
+        self.__wrapped__ = func
+
+    def __repr__(self) -> str:
+        return f"<longcall workflow {self.workflow_id!r}>"
+
+    def encode_input(self, value: Any) -> Any:
+        """The input as JSON data, after checking it against the input's type."""
+        return to_jsonable_python(self.input_adapter.validate_python(value))
+
+    def arguments(self, stored_input: Any, ctx: TaskContext) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if self.input_param is not None:
+            kwargs[self.input_param] = self.input_adapter.validate_python(stored_input)
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        return kwargs
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetails:
+    """A run with everything recorded about it: ``app.get_run(run_id)``."""
+
+    run: Run
+    steps: list[Step]
+    interrupts: list[Interrupt]
+    events: list[RunEvent]
+
+    @property
+    def status(self) -> RunStatus:
+        return self.run.status
+
+    @property
+    def pending(self) -> list[Interrupt]:
+        """The questions the run waits on (asked, not answered or answered wrongly)."""
+        if self.run.status is not RunStatus.WAITING_INPUT:
+            return []
+        return [i for i in self.interrupts if i.asked_at is not None and not i.answered]
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+def _key_number(key: str) -> int:
+    return int(key.rsplit("-", 1)[1]) if KEY.match(key) else 0
+
+
+class Workflows:
+    """The workflows and tasks of one App, and the runs of them."""
+
+    def __init__(self, app: App, *, lease: float) -> None:
+        self.app = app
+        self.lease = lease
+        self.registry: dict[str, Workflow] = {}
+        self.tasks: dict[str, Task] = {}
+
+    # -- registration ---------------------------------------------------------------------
+
+    def task(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        def register(f: Callable[..., Any]) -> Task:
+            task = Task(f, name=name or f.__qualname__, retry=retry or RetryPolicy())
+            self.tasks[task.name] = task
+            return task
+
+        return register(func) if func is not None else register
+
+    def workflow(
+        self,
+        workflow_id: str | Callable[..., Any] | None = None,
+        *,
+        state: Mapping[str, Reducer] | None = None,
+        validator: StateSchemaValidator | None = None,
+    ) -> Any:
+        def register(f: Callable[..., Any], wid: str | None) -> Workflow:
+            wf = Workflow(f, wid or f.__name__, state=state, validator=validator)
+            if wf.workflow_id in self.registry:
+                raise WorkflowError(f"a workflow {wf.workflow_id!r} is already registered")
+            self.registry[wf.workflow_id] = wf
+            return wf
+
+        if callable(workflow_id):
+            return register(workflow_id, None)
+        return lambda f: register(f, workflow_id)
+
+    def resolve(self, workflow: str | Workflow) -> Workflow:
+        if isinstance(workflow, Workflow):
+            return workflow
+        from longcall.errors import WorkflowNotFound
+
+        try:
+            return self.registry[workflow]
+        except KeyError:
+            raise WorkflowNotFound(workflow) from None
+
+    # -- starting and executing -------------------------------------------------------------
+
+    def start(
+        self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
+    ) -> tuple[Run, bool]:
+        """Create a run held by this app, ready to execute here (the existing one if the id
+        is taken: True when it was created)."""
+        wf = self.resolve(workflow)
+        return self.app.store.create_run(
+            run_id or f"run-{uuid.uuid4().hex}",
+            wf.workflow_id,
+            wf.encode_input(input),
+            holder=self.app.holder,
+            lease=self.lease,
+        )
+
+    def _execution(self, wf: Workflow, run: Run, *, fresh: bool) -> Execution:
+        store = self.app.store
+        return Execution(
+            self.app,
+            run,
+            holder=self.app.holder,
+            lease=self.lease,
+            state=State(wf.state_fields),
+            steps=[] if fresh else store.run_steps(run.run_id),
+            interrupts={} if fresh else store.run_interrupts(run.run_id),
+            is_async=wf.is_async,
+        )
+
+    def execute(self, run: Run, *, fresh: bool = False) -> Run:
+        """Execute a run this app holds, in this thread, to its end or its next interrupt."""
+        wf = self.registry.get(run.workflow_id)
+        if wf is None:
+            return self._unregistered(run)
+        exe = self._execution(wf, run, fresh=fresh)
+        exe.start_heartbeat()
+        try:
+            # An async workflow called from sync code gets an event loop of its own.
+            body = asyncio.run(self._body_async(wf, exe)) if wf.is_async else self._body(wf, exe)
+            outcome = body
+        finally:
+            exe.stop_heartbeat()
+        return self._end(wf, exe, outcome)
+
+    async def execute_async(self, run: Run, *, fresh: bool = False) -> Run:
+        wf = self.registry.get(run.workflow_id)
+        if wf is None:
+            return await self.app.in_thread(self._unregistered, run)
+        if not wf.is_async:
+            return await self.app.in_thread(self.execute, run, fresh=fresh)
+        exe = await self.app.in_thread(self._execution, wf, run, fresh=fresh)
+        exe.start_heartbeat()
+        try:
+            outcome = await self._body_async(wf, exe)
+        finally:
+            exe.stop_heartbeat()
+        return await self.app.in_thread(self._end, wf, exe, outcome)
+
+    def _body(self, wf: Workflow, exe: Execution) -> tuple[RunStatus, Any, Any]:
+        try:
+            kwargs = wf.arguments(exe.run.input, exe.ctx)
+            return self._finished(wf, exe, run_body(wf.func, exe, (), kwargs))
+        except BaseException as exc:
+            return self._stopped(exe, exc)
+
+    async def _body_async(self, wf: Workflow, exe: Execution) -> tuple[RunStatus, Any, Any]:
+        try:
+            kwargs = wf.arguments(exe.run.input, exe.ctx)
+            return self._finished(wf, exe, await run_body_async(wf.func, exe, (), kwargs))
+        except BaseException as exc:
+            return self._stopped(exe, exc)
+
+    def _finished(self, wf: Workflow, exe: Execution, value: Any) -> tuple[RunStatus, Any, Any]:
+        if exe.divergence is not None:  # caught by the workflow: it still fails the run
+            return RunStatus.FAILED, None, _error(exe.divergence)
+        output = to_jsonable_python(wf.output_adapter.validate_python(value))
+        if wf.validator is not None:
+            wf.validator.validate(exe.state.snapshot())
+        return RunStatus.COMPLETED, output, None
+
+    def _stopped(self, exe: Execution, exc: BaseException) -> tuple[RunStatus, Any, Any]:
+        if exe.divergence is not None:
+            return RunStatus.FAILED, None, _error(exe.divergence)
+        if isinstance(exc, Suspend):
+            return RunStatus.WAITING_INPUT, None, None
+        if isinstance(exc, Cancelled):
+            return (
+                RunStatus.CANCELLED,
+                None,
+                {"type": "Cancelled", "message": "the run was cancelled"},
+            )
+        if isinstance(exc, Lost):
+            return RunStatus.RUNNING, None, None
+        if isinstance(exc, Exception):
+            log.info("run %s failed: %s", exe.run.run_id, exc)
+            return RunStatus.FAILED, None, _error(exc)
+        raise exc  # KeyboardInterrupt, SystemExit: the lease runs out, another worker resumes
+
+    def _end(self, wf: Workflow, exe: Execution, outcome: tuple[RunStatus, Any, Any]) -> Run:
+        status, result, error = outcome
+        store = self.app.store
+        if status is RunStatus.RUNNING or exe.lost:
+            return store.get_run(exe.run.run_id)
+        ended = store.end_run(
+            exe.run.run_id,
+            exe.holder,
+            status,
+            state=exe.state.snapshot(),
+            result=result,
+            error=error,
+            asked=exe.asked if status is RunStatus.WAITING_INPUT else (),
+            consumed=exe.consumed,
+        )
+        return ended if ended is not None else store.get_run(exe.run.run_id)
+
+    def _unregistered(self, run: Run) -> Run:
+        error = {
+            "type": "WorkflowNotFound",
+            "message": f"no workflow {run.workflow_id!r} is registered where the run executed",
+        }
+        ended = self.app.store.end_run(
+            run.run_id, self.app.holder, RunStatus.FAILED, state=run.state, error=error
+        )
+        return ended or self.app.store.get_run(run.run_id)
+
+    # -- resuming ------------------------------------------------------------------------------
+
+    def check_answers(self, run_id: str, values: Mapping[str, Any]) -> None:
+        """Refuse, before anything is stored, answers that cannot be taken."""
+        run = self.app.store.get_run(run_id)
+        if run.status is not RunStatus.WAITING_INPUT:
+            raise RunStateError(f"run {run_id!r} is {run.status.value}, not waiting for input")
+        known = self.app.store.run_interrupts(run_id)
+        problems = []
+        for key in values:
+            if not KEY.match(key):
+                message = "not a continuation key (interrupt-1, interrupt-2, …)"
+                problems.append({"key": key, "path": "", "message": message})
+            elif key in known and known[key].answered:
+                problems.append({"key": key, "path": "", "message": "already answered"})
+        if not values:
+            problems.append({"key": "", "path": "", "message": "no values to resume with"})
+        if problems:
+            raise InvalidResume(run_id, problems)
+
+    def wrong_answers(self, run: Run, values: Mapping[str, Any]) -> None:
+        """After an execution: raise InvalidResume for answers the run found of the wrong type."""
+        if run.status is not RunStatus.WAITING_INPUT:
+            return
+        interrupts = self.app.store.run_interrupts(run.run_id)
+        problems = [
+            {"key": key, "path": p["path"], "message": p["message"]}
+            for key in sorted(values, key=_key_number)
+            if key in interrupts and interrupts[key].error
+            for p in interrupts[key].error
+        ]
+        if problems:
+            raise InvalidResume(run.run_id, problems)
+
+    def take(self, run_id: str) -> Run:
+        taken = self.app.store.take_run(run_id, self.app.holder, lease=self.lease)
+        if taken is None:
+            run = self.app.store.get_run(run_id)
+            raise RunStateError(
+                f"run {run_id!r} cannot be executed here: it is {run.status.value}"
+                + (f", held by {run.holder}" if run.holder else "")
+                + (", cancelling" if run.cancel_requested else "")
+            )
+        return taken
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def details(self, run_id: str) -> RunDetails:
+        store = self.app.store
+        run = store.get_run(run_id)
+        interrupts = sorted(store.run_interrupts(run_id).values(), key=lambda i: _key_number(i.key))
+        return RunDetails(run, store.run_steps(run_id), interrupts, store.run_events(run_id))
+
+    async def events(
+        self, run_id: str, *, after: int = 0, follow: bool = True, poll: float | str = "200ms"
+    ) -> AsyncIterator[RunEvent]:
+        """The run's events from ``after`` on; with ``follow``, live until the run stops."""
+        interval = parse_duration(poll)
+        while True:
+            batch = await self.app.in_thread(self.app.store.run_events, run_id, after=after)
+            for event in batch:
+                after = event.seq
+                yield event
+            if not follow:
+                return
+            if not batch:
+                run = await self.app.in_thread(self.app.store.get_run, run_id)
+                if run.status.terminal or run.status is RunStatus.WAITING_INPUT:
+                    for event in await self.app.in_thread(
+                        self.app.store.run_events, run_id, after=after
+                    ):
+                        yield event
+                    return
+                await asyncio.sleep(interval)
+
+
+__all__ = ["NonDeterminismError", "RunDetails", "Workflow", "Workflows"]
