@@ -34,6 +34,7 @@ from longcall.scripted import Rule, ScriptedAgent
 from longcall.sweeper import Sweeper
 from longcall.tools import JobHandle, LongRunningTool
 from longcall.worker import Worker
+from longcall.workflows import RetryPolicy, RunStatus, TaskContext
 
 __version__ = "0.1.0"
 
@@ -61,7 +62,9 @@ __all__ = [
     "LongcallError",
     "Message",
     "Resumer",
+    "RetryPolicy",
     "Rule",
+    "RunStatus",
     "SchemaError",
     "ScriptedAgent",
     "StoreError",
@@ -69,6 +72,7 @@ __all__ = [
     "Sweeper",
     "SyncInAsyncError",
     "SystemClock",
+    "TaskContext",
     "ToolArgumentsError",
     "UnknownCallError",
     "Worker",
