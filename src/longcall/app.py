@@ -459,7 +459,10 @@ class App:
         return run
 
     def continue_run(self, run_id: str) -> Run:
-        """Execute a queued run, or one whose holder died (its lease ran out), from the top."""
+        """Execute a queued run, or one whose holder died (its lease ran out), from the top.
+
+        A run waiting for input simply runs to the same interrupt again.
+        """
         self.refuse_in_loop("continue_run")
         return self.workflows.execute(self.workflows.take(run_id))
 

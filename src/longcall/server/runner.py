@@ -2,6 +2,8 @@
 
 An event stream never ends by itself, and uvicorn waits for open connections before it stops;
 so the server tells the streams to close (``state.closing``) the moment shutdown begins.
+Slow clients are cut off by the deadlines in :mod:`longcall.server.limits`, which replaces
+uvicorn's HTTP protocol (always h11 here, never httptools, which has no such deadlines).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from starlette.applications import Starlette
 from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.server.app import Settings, create_app
+from longcall.server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, QuietDisconnects, protocol
 
 
 class Server(uvicorn.Server):
@@ -37,17 +40,27 @@ def build(
     settings: Settings | None = None,
     host: str = "127.0.0.1",
     port: int = 8800,
+    header_timeout: float = HEADER_TIMEOUT,
+    body_timeout: float = BODY_TIMEOUT,
     **uvicorn_options: Any,
 ) -> Server:
-    """A server for ``app`` (not started): ``await server.serve()`` or ``server.run()``."""
+    """A server for ``app`` (not started): ``await server.serve()`` or ``server.run()``.
+
+    A client has ``header_timeout`` seconds to send a request's head and ``body_timeout``
+    more for its body; ``uvicorn_options`` go to :class:`uvicorn.Config` as they are.
+    """
     web = create_app(app, agent=agent, settings=settings)
     options: dict[str, Any] = {
         "log_level": "warning",
         "timeout_graceful_shutdown": 5,
         "timeout_keep_alive": 5,
+        "http": protocol(header_timeout=header_timeout, body_timeout=body_timeout),
+        "ws": "none",
+        "backlog": 2048,
     }
     options.update(uvicorn_options)
-    return Server(web, uvicorn.Config(web, host=host, port=port, **options))
+    config = uvicorn.Config(QuietDisconnects(web), host=host, port=port, **options)
+    return Server(web, config)
 
 
 async def serve(
@@ -59,9 +72,19 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8800,
     sockets: list[socket.socket] | None = None,
+    header_timeout: float = HEADER_TIMEOUT,
+    body_timeout: float = BODY_TIMEOUT,
 ) -> None:
     """Serve ``app`` until SIGTERM/SIGINT, with the worker loops when there is an ``agent``."""
-    server = build(app, agent=agent, settings=settings, host=host, port=port)
+    server = build(
+        app,
+        agent=agent,
+        settings=settings,
+        host=host,
+        port=port,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+    )
     loops = app.worker(agent) if agent is not None and worker else None
     looping = asyncio.create_task(loops.run(handle_signals=False)) if loops else None
     try:

@@ -282,10 +282,12 @@ class RunOps(StoreCore):
         attempts: int,
         started_at: float,
         finished_at: float,
-    ) -> bool:
-        """Commit a task call's checkpoint; False when the run is no longer ours."""
-        written = self._transact(
-            lambda tx: tx.run(
+    ) -> tuple[bool, bool]:
+        """Commit a task call's checkpoint: (written, cancelling). Not written when the run is
+        no longer ours; cancelling once someone asked for the run to stop."""
+
+        def work(tx: Tx) -> tuple[bool, bool]:
+            written = tx.run(
                 "insert_step",
                 run_id=run_id,
                 holder=holder,
@@ -299,8 +301,10 @@ class RunOps(StoreCore):
                 started_at=started_at,
                 now=finished_at,
             )
-        )
-        return written > 0
+            row = tx.one("run_cancel_requested", run_id=run_id)
+            return written > 0, bool(row and row["cancel_requested"])
+
+        return self._transact(work)
 
     def run_interrupts(self, run_id: str) -> dict[str, Interrupt]:
         rows = self._transact(lambda tx: tx.all("run_interrupts", run_id=run_id), write=False)

@@ -211,6 +211,7 @@ class TaskContext:
                 exe.asked.append((key, prompt, json_schema, problems))
                 raise Suspend(key) from None
             exe.consumed.append(key)
+            exe.asked.append((key, prompt, json_schema, None))  # what was asked stays on record
             return _Ready(value) if exe.is_async else value
         exe.asked.append((key, prompt, json_schema, None))
         raise Suspend(key)
@@ -252,6 +253,8 @@ class Execution:
         self.cancel_seen = run.cancel_requested
         self.lost = False
         self.divergence: NonDeterminismError | None = None
+        self._settled: dict[int, tuple[list[tuple[str, Any]], bool]] = {}
+        self._applied = 0  # positions whose state changes are applied, in order
         self.ctx = TaskContext(self)
         self._renew_at = time.monotonic() + lease / 3
         self._beat: threading.Timer | None = None
@@ -314,8 +317,21 @@ class Execution:
                 f"{name}(args {digest}) now; change the workflow only for new runs"
             )
             raise self.divergence
-        self.state.apply_changes(step.changes)
+        self.settle(position, step.changes, replayed=True)
         return step
+
+    def settle(self, position: int, changes: list[tuple[str, Any]], *, replayed: bool) -> None:
+        """Apply a finished call's state changes in position order, not finishing order:
+        tasks run concurrently finish in any order, and a replay must reach the same state."""
+        self._settled[position] = (changes, replayed)
+        while self._applied + 1 in self._settled:
+            self._applied += 1
+            ready, from_record = self._settled.pop(self._applied)
+            if from_record:
+                self.state.apply_changes(ready)
+            else:
+                for field_name, update in ready:
+                    self.state.set(field_name, update)
 
     def record(
         self,
@@ -328,7 +344,7 @@ class Execution:
         started: float,
     ) -> None:
         changes = frame.local.take_changes() if frame.local is not None and ok else []
-        written = self.app.store.record_step(
+        written, cancelling = self.app.store.record_step(
             self.run.run_id,
             self.holder,
             position,
@@ -344,9 +360,9 @@ class Execution:
         if not written:
             self.lost = True
             raise Lost()
-        if ok:
-            for field_name, update in frame.updates:
-                self.state.set(field_name, update)
+        if cancelling:
+            self.cancel_seen = True  # the next task call ends the run
+        self.settle(position, frame.updates if ok else [], replayed=False)
 
 
 class Task:

@@ -293,7 +293,7 @@ class Workflows:
             state=exe.state.snapshot(),
             result=result,
             error=error,
-            asked=exe.asked if status is RunStatus.WAITING_INPUT else (),
+            asked=exe.asked,
             consumed=exe.consumed,
         )
         return ended if ended is not None else store.get_run(exe.run.run_id)

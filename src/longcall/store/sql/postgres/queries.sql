@@ -361,6 +361,9 @@ WHERE EXISTS (SELECT 1 FROM lc_runs
               WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running')
 ON CONFLICT DO NOTHING;
 
+-- name: run_cancel_requested
+SELECT cancel_requested FROM lc_runs WHERE run_id = %(run_id)s;
+
 -- name: run_interrupts
 SELECT * FROM lc_run_interrupts WHERE run_id = %(run_id)s;
 

@@ -347,6 +347,9 @@ SELECT :run_id, :position, :name, :args_hash, :ok, :result, :changes, :attempts,
 WHERE EXISTS (SELECT 1 FROM lc_runs
               WHERE run_id = :run_id AND holder = :holder AND status = 'running');
 
+-- name: run_cancel_requested
+SELECT cancel_requested FROM lc_runs WHERE run_id = :run_id;
+
 -- name: run_interrupts
 SELECT * FROM lc_run_interrupts WHERE run_id = :run_id;
 
