@@ -429,13 +429,13 @@ class App:
         """
         self.refuse_in_loop("run_workflow")
         run, created = self.workflows.start(workflow, input, run_id=run_id)
-        return self.workflows.execute(run, fresh=True) if created else run
+        return self.workflows.execute((run, [], {})) if created else run
 
     async def run_workflow_async(
         self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
     ) -> Run:
         run, created = await self.in_thread(self.workflows.start, workflow, input, run_id=run_id)
-        return await self.workflows.execute_async(run, fresh=True) if created else run
+        return await self.workflows.execute_async((run, [], {})) if created else run
 
     def resume(self, run_id: str, values: Mapping[str, Any]) -> Run:
         """Answer a waiting run's interrupts by key and execute it again from the top.
@@ -444,16 +444,12 @@ class App:
         of the wrong type, and :class:`~longcall.errors.RunStateError` for a run not waiting.
         """
         self.refuse_in_loop("resume")
-        self.workflows.check_answers(run_id, values)
-        self.store.answer_interrupts(run_id, dict(values))
-        run = self.workflows.execute(self.workflows.take(run_id))
+        run = self.workflows.execute(self.workflows.take(run_id, values))
         self.workflows.wrong_answers(run, values)
         return run
 
     async def resume_async(self, run_id: str, values: Mapping[str, Any]) -> Run:
-        await self.in_thread(self.workflows.check_answers, run_id, values)
-        await self.in_thread(self.store.answer_interrupts, run_id, dict(values))
-        taken = await self.in_thread(self.workflows.take, run_id)
+        taken = await self.in_thread(self.workflows.take, run_id, values)
         run = await self.workflows.execute_async(taken)
         await self.in_thread(self.workflows.wrong_answers, run, values)
         return run

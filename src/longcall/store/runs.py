@@ -7,7 +7,7 @@ another worker (its lease ran out) is no longer written to by the one that lost 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,18 +199,39 @@ class RunOps(StoreCore):
             raise RunNotFound(run_id)
         return run_from_row(row)
 
-    def take_run(
-        self, run_id: str, holder: str, *, lease: float, retry: bool = False
-    ) -> Run | None:
-        """Hold the run to execute it; None when it is not there to take (held, ended,
-        cancelled). ``retry`` counts the execution as a new attempt."""
+    def hold_run(
+        self,
+        run_id: str,
+        holder: str,
+        *,
+        lease: float,
+        answers: Mapping[str, Any] | None = None,
+        check: Callable[[Run, dict[str, Interrupt]], None] | None = None,
+    ) -> tuple[Run, list[Step], dict[str, Interrupt]] | None:
+        """In one transaction: ``check`` the run (it raises to refuse, and nothing is
+        written), store ``answers`` to its interrupts, take it, and read its record. None
+        when it is not there to take (held, ended, cancelled)."""
         now = self._now()
-        row = self._transact(
-            lambda tx: tx.one(
-                "take_run", run_id=run_id, holder=holder, lease=lease, bump=int(retry), now=now
-            )
-        )
-        return None if row is None else run_from_row(row)
+
+        def work(tx: Tx) -> tuple[Run, list[Step], dict[str, Interrupt]] | None:
+            row = tx.one("get_run", run_id=run_id)
+            if row is None:
+                raise RunNotFound(run_id)
+            interrupts = {r["key"]: _interrupt(r) for r in tx.all("run_interrupts", run_id=run_id)}
+            if check is not None:
+                check(run_from_row(row), interrupts)
+            for key, value in (answers or {}).items():
+                tx.run("answer_interrupt", run_id=run_id, key=key, value=dumps(value), now=now)
+            taken = tx.one("take_run", run_id=run_id, holder=holder, lease=lease, bump=0, now=now)
+            if taken is None:
+                return None
+            if answers:
+                rows = tx.all("run_interrupts", run_id=run_id)
+                interrupts = {r["key"]: _interrupt(r) for r in rows}
+            steps = [_step(r) for r in tx.all("run_steps", run_id=run_id)]
+            return run_from_row(taken), steps, interrupts
+
+        return self._transact(work)
 
     def renew_run(self, run_id: str, holder: str, *, lease: float) -> bool | None:
         """Extend the lease; None when the run is no longer ours, else whether it is being
@@ -309,16 +330,6 @@ class RunOps(StoreCore):
     def run_interrupts(self, run_id: str) -> dict[str, Interrupt]:
         rows = self._transact(lambda tx: tx.all("run_interrupts", run_id=run_id), write=False)
         return {r["key"]: _interrupt(r) for r in rows}
-
-    def answer_interrupts(self, run_id: str, values: dict[str, Any]) -> None:
-        """Store answers by continuation key (an answer the run already used stays as it is)."""
-        now = self._now()
-
-        def work(tx: Tx) -> None:
-            for key, value in values.items():
-                tx.run("answer_interrupt", run_id=run_id, key=key, value=dumps(value), now=now)
-
-        self._transact(work)
 
     def emit_run_event(self, run_id: str, origin: str, kind: str, data: Any) -> None:
         """Append to the run's event log; an origin already there (a replayed emit) is a no-op."""

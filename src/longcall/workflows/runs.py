@@ -130,6 +130,10 @@ def _key_number(key: str) -> int:
     return int(key.rsplit("-", 1)[1]) if KEY.match(key) else 0
 
 
+# A run this app holds, with what it recorded so far: (run, steps, interrupts).
+Held = tuple[Run, list[Step], dict[str, Interrupt]]
+
+
 class Workflows:
     """The workflows and tasks of one App, and the runs of them."""
 
@@ -199,25 +203,25 @@ class Workflows:
             lease=self.lease,
         )
 
-    def _execution(self, wf: Workflow, run: Run, *, fresh: bool) -> Execution:
-        store = self.app.store
+    def _execution(self, wf: Workflow, held: Held) -> Execution:
+        run, steps, interrupts = held
         return Execution(
             self.app,
             run,
             holder=self.app.holder,
             lease=self.lease,
             state=State(wf.state_fields),
-            steps=[] if fresh else store.run_steps(run.run_id),
-            interrupts={} if fresh else store.run_interrupts(run.run_id),
+            steps=steps,
+            interrupts=interrupts,
             is_async=wf.is_async,
         )
 
-    def execute(self, run: Run, *, fresh: bool = False) -> Run:
+    def execute(self, held: Held) -> Run:
         """Execute a run this app holds, in this thread, to its end or its next interrupt."""
-        wf = self.registry.get(run.workflow_id)
+        wf = self.registry.get(held[0].workflow_id)
         if wf is None:
-            return self._unregistered(run)
-        exe = self._execution(wf, run, fresh=fresh)
+            return self._unregistered(held[0])
+        exe = self._execution(wf, held)
         exe.start_heartbeat()
         try:
             # An async workflow called from sync code gets an event loop of its own.
@@ -227,13 +231,13 @@ class Workflows:
             exe.stop_heartbeat()
         return self._end(wf, exe, outcome)
 
-    async def execute_async(self, run: Run, *, fresh: bool = False) -> Run:
-        wf = self.registry.get(run.workflow_id)
+    async def execute_async(self, held: Held) -> Run:
+        wf = self.registry.get(held[0].workflow_id)
         if wf is None:
-            return await self.app.in_thread(self._unregistered, run)
+            return await self.app.in_thread(self._unregistered, held[0])
         if not wf.is_async:
-            return await self.app.in_thread(self.execute, run, fresh=fresh)
-        exe = await self.app.in_thread(self._execution, wf, run, fresh=fresh)
+            return await self.app.in_thread(self.execute, held)
+        exe = self._execution(wf, held)
         exe.start_heartbeat()
         try:
             outcome = await self._body_async(wf, exe)
@@ -310,12 +314,11 @@ class Workflows:
 
     # -- resuming ------------------------------------------------------------------------------
 
-    def check_answers(self, run_id: str, values: Mapping[str, Any]) -> None:
+    @staticmethod
+    def check_answers(run: Run, known: dict[str, Interrupt], values: Mapping[str, Any]) -> None:
         """Refuse, before anything is stored, answers that cannot be taken."""
-        run = self.app.store.get_run(run_id)
         if run.status is not RunStatus.WAITING_INPUT:
-            raise RunStateError(f"run {run_id!r} is {run.status.value}, not waiting for input")
-        known = self.app.store.run_interrupts(run_id)
+            raise RunStateError(f"run {run.run_id!r} is {run.status.value}, not waiting for input")
         problems = []
         for key in values:
             if not KEY.match(key):
@@ -326,7 +329,7 @@ class Workflows:
         if not values:
             problems.append({"key": "", "path": "", "message": "no values to resume with"})
         if problems:
-            raise InvalidResume(run_id, problems)
+            raise InvalidResume(run.run_id, problems)
 
     def wrong_answers(self, run: Run, values: Mapping[str, Any]) -> None:
         """After an execution: raise InvalidResume for answers the run found of the wrong type."""
@@ -342,16 +345,27 @@ class Workflows:
         if problems:
             raise InvalidResume(run.run_id, problems)
 
-    def take(self, run_id: str) -> Run:
-        taken = self.app.store.take_run(run_id, self.app.holder, lease=self.lease)
-        if taken is None:
+    def take(self, run_id: str, answers: Mapping[str, Any] | None = None) -> Held:
+        """Hold the run to execute it here, with its record; with ``answers``, only a run
+        waiting for input, and the answers stored in the same transaction."""
+        values = dict(answers) if answers is not None else None
+        held = self.app.store.hold_run(
+            run_id,
+            self.app.holder,
+            lease=self.lease,
+            answers=values,
+            check=None
+            if values is None
+            else lambda run, known: self.check_answers(run, known, values),
+        )
+        if held is None:
             run = self.app.store.get_run(run_id)
             raise RunStateError(
                 f"run {run_id!r} cannot be executed here: it is {run.status.value}"
                 + (f", held by {run.holder}" if run.holder else "")
                 + (", cancelling" if run.cancel_requested else "")
             )
-        return taken
+        return held
 
     # -- reading -------------------------------------------------------------------------------
 
