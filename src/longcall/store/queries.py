@@ -1,6 +1,7 @@
 """Loads the SQL that lives beside this module: named queries, the schema and migrations.
 
-``sql/<dialect>/queries.sql`` holds blocks headed ``-- name: <query>``; both dialects define
+``sql/<dialect>/queries.sql`` (and ``queries_<part>.sql`` beside it) holds blocks headed
+``-- name: <query>``; both dialects define
 the same names. ``schema.sql`` creates a new install at the latest version; ``NNNN_*.sql``
 are the numbered migrations, applied in order, that reach the same schema from any older one.
 """
@@ -14,6 +15,7 @@ from importlib import resources
 
 DIALECTS = ("sqlite", "postgres")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_QUERIES = re.compile(r"^queries(_\w+)?\.sql$")
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
 
@@ -47,8 +49,18 @@ def parse_queries(text: str) -> dict[str, str]:
 
 @cache
 def queries(dialect: str) -> dict[str, str]:
-    """The named queries of one dialect."""
-    return parse_queries(_read(dialect, "queries.sql"))
+    """The named queries of one dialect: ``queries.sql`` and each ``queries_<part>.sql``."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown SQL dialect {dialect!r}")
+    folder = resources.files("longcall.store") / "sql" / dialect
+    names = sorted(f.name for f in folder.iterdir() if _QUERIES.match(f.name))
+    found: dict[str, str] = {}
+    for name in names:
+        for query, sql in parse_queries(_read(dialect, name)).items():
+            if query in found:
+                raise ValueError(f"query {query!r} is defined twice ({name})")
+            found[query] = sql
+    return found
 
 
 @cache

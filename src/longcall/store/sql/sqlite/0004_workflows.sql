@@ -1,4 +1,4 @@
--- longcall schema 4 (SQLite): durable workflow runs, their task checkpoints, interrupts and events.
+-- longcall schema 4 (SQLite): durable workflow runs (their task checkpoints, interrupts and events) and cron schedules.
 
 -- A workflow run: its input, where it stands, and (for background runs) who holds it.
 CREATE TABLE lc_runs (
@@ -13,6 +13,8 @@ CREATE TABLE lc_runs (
     state            TEXT NOT NULL DEFAULT '{}',
     user_id          TEXT,
     job_id           TEXT,
+    cron_id          TEXT,
+    concurrency_key  TEXT,
     idempotency_key  TEXT UNIQUE,
     attempts         INTEGER NOT NULL DEFAULT 0,
     max_retries      INTEGER NOT NULL DEFAULT 0,
@@ -31,6 +33,9 @@ CREATE TABLE lc_runs (
 CREATE INDEX lc_runs_queued ON lc_runs (available_at) WHERE status = 'queued';
 CREATE INDEX lc_runs_leased ON lc_runs (lease_expires_at) WHERE status = 'running';
 CREATE INDEX lc_runs_created ON lc_runs (created_at, run_id);
+-- Runs that share a concurrency key (a 'queue' schedule's) start one at a time, in order.
+CREATE INDEX lc_runs_key ON lc_runs (concurrency_key, created_at) WHERE concurrency_key IS NOT NULL;
+CREATE INDEX lc_runs_cron ON lc_runs (cron_id, status) WHERE cron_id IS NOT NULL;
 
 -- One row per task call, committed before the call returns: the run's checkpoints.
 CREATE TABLE lc_run_steps (
@@ -71,4 +76,37 @@ CREATE TABLE lc_run_events (
     created_at  REAL NOT NULL,
     PRIMARY KEY (run_id, seq),
     UNIQUE (run_id, origin)
+);
+
+-- Cron schedules: a workflow started at each occurrence of an expression in a time zone.
+CREATE TABLE lc_cron (
+    cron_id            TEXT PRIMARY KEY,
+    name               TEXT NOT NULL UNIQUE,
+    workflow_id        TEXT NOT NULL,
+    expression         TEXT NOT NULL,
+    timezone           TEXT NOT NULL DEFAULT 'UTC',
+    input              TEXT NOT NULL DEFAULT 'null',
+    concurrency_policy TEXT NOT NULL DEFAULT 'skip'
+                       CHECK (concurrency_policy IN ('skip', 'allow', 'queue')),
+    misfire_policy     TEXT NOT NULL DEFAULT 'skip'
+                       CHECK (misfire_policy IN ('skip', 'run_once', 'catch_up')),
+    catch_up_max       INTEGER NOT NULL DEFAULT 0,
+    paused             INTEGER NOT NULL DEFAULT 0,
+    next_fire_at       REAL,
+    last_fire_at       REAL,
+    execution_count    INTEGER NOT NULL DEFAULT 0,
+    user_id            TEXT,
+    created_at         REAL NOT NULL,
+    updated_at         REAL NOT NULL
+);
+CREATE INDEX lc_cron_due ON lc_cron (next_fire_at) WHERE paused = 0;
+
+-- Each occurrence of a schedule is claimed once, by whichever scheduler gets there first.
+CREATE TABLE lc_cron_fires (
+    cron_id     TEXT NOT NULL REFERENCES lc_cron (cron_id) ON DELETE CASCADE,
+    fire_at     REAL NOT NULL,
+    run_id      TEXT,
+    outcome     TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    PRIMARY KEY (cron_id, fire_at)
 );

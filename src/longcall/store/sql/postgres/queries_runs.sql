@@ -1,0 +1,101 @@
+-- Workflow runs (schema 4): the run row, task checkpoints, interrupts and events.
+
+-- name: insert_run
+INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, idempotency_key,
+                     max_retries, timeout_secs, available_at, holder, lease_expires_at,
+                     created_at, updated_at)
+VALUES (%(run_id)s, %(workflow_id)s, %(status)s, %(input)s::jsonb, %(user_id)s, %(job_id)s,
+        %(idempotency_key)s, %(max_retries)s, %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
+        CASE WHEN %(holder)s::text IS NULL THEN NULL ELSE lc_now(%(now)s) + %(lease)s END,
+        lc_now(%(now)s), lc_now(%(now)s))
+ON CONFLICT DO NOTHING
+RETURNING *;
+
+-- name: get_run
+SELECT * FROM lc_runs WHERE run_id = %(run_id)s;
+
+-- name: run_by_idempotency_key
+SELECT * FROM lc_runs WHERE idempotency_key = %(key)s;
+
+-- name: take_run
+-- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
+UPDATE lc_runs SET status = 'running', holder = %(holder)s,
+                   lease_expires_at = lc_now(%(now)s) + %(lease)s,
+                   attempts = attempts + %(bump)s, updated_at = lc_now(%(now)s)
+WHERE run_id = %(run_id)s AND NOT cancel_requested
+  AND (status IN ('queued', 'waiting_input')
+       OR (status = 'running'
+           AND (lease_expires_at <= lc_now(%(now)s) OR holder = %(holder)s)))
+RETURNING *;
+
+-- name: renew_run
+UPDATE lc_runs SET lease_expires_at = lc_now(%(now)s) + %(lease)s
+WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running'
+RETURNING cancel_requested;
+
+-- name: end_run
+-- The run's holder records where it stands: completed, failed, cancelled or waiting_input.
+UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb, error = %(error)s::jsonb,
+                   state = %(state)s::jsonb, holder = NULL, lease_expires_at = NULL,
+                   updated_at = lc_now(%(now)s),
+                   finished_at = CASE WHEN %(status)s = 'waiting_input' THEN NULL
+                                      ELSE lc_now(%(now)s) END
+WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running'
+RETURNING *;
+
+-- name: run_steps
+SELECT * FROM lc_run_steps WHERE run_id = %(run_id)s ORDER BY position;
+
+-- name: insert_step
+-- A task's checkpoint, only while the run is still ours (a run taken over is not written to).
+INSERT INTO lc_run_steps (run_id, position, name, args_hash, ok, result, changes, attempts,
+                          started_at, finished_at)
+SELECT %(run_id)s, %(position)s, %(name)s, %(args_hash)s, %(ok)s, %(result)s::jsonb,
+       %(changes)s::jsonb, %(attempts)s, %(started_at)s, lc_now(%(now)s)
+WHERE EXISTS (SELECT 1 FROM lc_runs
+              WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running')
+ON CONFLICT DO NOTHING;
+
+-- name: run_cancel_requested
+SELECT cancel_requested FROM lc_runs WHERE run_id = %(run_id)s;
+
+-- name: run_interrupts
+SELECT * FROM lc_run_interrupts WHERE run_id = %(run_id)s;
+
+-- name: ask_interrupt
+INSERT INTO lc_run_interrupts (run_id, key, prompt, schema, error, asked_at)
+VALUES (%(run_id)s, %(key)s, %(prompt)s, %(schema)s::jsonb, %(error)s, lc_now(%(now)s))
+ON CONFLICT (run_id, key) DO UPDATE SET
+    prompt = excluded.prompt, schema = excluded.schema, error = excluded.error,
+    asked_at = COALESCE(lc_run_interrupts.asked_at, excluded.asked_at),
+    value = CASE WHEN excluded.error IS NULL THEN lc_run_interrupts.value END;
+
+-- name: answer_interrupt
+INSERT INTO lc_run_interrupts (run_id, key, value, answered_at)
+VALUES (%(run_id)s, %(key)s, %(value)s::jsonb, lc_now(%(now)s))
+ON CONFLICT (run_id, key) DO UPDATE SET
+    value = excluded.value, answered_at = excluded.answered_at, error = NULL
+WHERE NOT lc_run_interrupts.answered;
+
+-- name: consume_interrupt
+UPDATE lc_run_interrupts SET answered = TRUE WHERE run_id = %(run_id)s AND key = %(key)s;
+
+-- name: insert_run_event
+INSERT INTO lc_run_events (run_id, seq, origin, kind, data, created_at)
+SELECT %(run_id)s, COALESCE(MAX(seq), 0) + 1, %(origin)s, %(kind)s, %(data)s::jsonb,
+       lc_now(%(now)s)
+FROM lc_run_events WHERE run_id = %(run_id)s
+ON CONFLICT DO NOTHING;
+
+-- name: run_events
+SELECT * FROM lc_run_events WHERE run_id = %(run_id)s AND seq > %(after)s ORDER BY seq;
+
+-- name: request_run_cancel
+-- Asked for on any process; a queued or waiting run ends at once, a running one at its holder.
+UPDATE lc_runs SET cancel_requested = TRUE, updated_at = lc_now(%(now)s),
+    status = CASE WHEN status IN ('queued', 'waiting_input') THEN 'cancelled' ELSE status END,
+    finished_at = CASE WHEN status IN ('queued', 'waiting_input') THEN lc_now(%(now)s)
+                       ELSE finished_at END,
+    holder = CASE WHEN status IN ('queued', 'waiting_input') THEN NULL ELSE holder END
+WHERE run_id = %(run_id)s AND status IN ('queued', 'running', 'waiting_input')
+RETURNING *;
