@@ -26,6 +26,7 @@ from longcall.jobs import (
 )
 from longcall.store import queries as sql
 from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
+from longcall.store.cron import CronOps
 from longcall.store.hooks import HookOps, HookSecret
 from longcall.store.runs import RunOps
 from longcall.store.sessions import SessionEvent, SessionOps
@@ -128,7 +129,7 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(SessionOps, HookOps, TokenOps, RunOps):
+class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
     """The job table and its companions, on one database."""
 
     dialect: str
