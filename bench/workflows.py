@@ -59,11 +59,6 @@ from typing import Any
 
 INSTALL = "pip install -e '.[bench,postgres]'"
 
-# Run as a script, this folder comes first on sys.path, and bench/http.py would then shadow
-# the standard library's http, which LangGraph and DBOS import.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
-
 
 @dataclass(frozen=True)
 class Sizes:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from longcall.worker import Worker
     from longcall.workflows import RetryPolicy, RunDetails, Workflow
     from longcall.workflows.state import Reducer, StateSchemaValidator
+    from longcall.workflows.worker import RunWorker
 
 log = logging.getLogger("longcall")
 P = ParamSpec("P")
@@ -65,6 +66,7 @@ class App:
         dispatch_lease: str | float = "60s",
         session_lease: str | float = "60s",
         run_lease: str | float = "60s",
+        run_retry: str | float = "1s",
         threads: int = 8,
         store: Store | None = None,
     ) -> None:
@@ -86,7 +88,9 @@ class App:
 
         # A run's holder renews its lease every third of it; a holder that dies loses the run
         # to whoever continues it once the lease has run out.
-        self.workflows = Workflows(self, lease=parse_duration(run_lease))
+        self.workflows = Workflows(
+            self, lease=parse_duration(run_lease), retry_base=parse_duration(run_retry)
+        )
         self.holder = new_holder_id()
         self.tools: dict[str, LongRunningTool] = {}
         # Called as (outcome, job) for each delivery the resumer makes: "delivered",
@@ -465,6 +469,62 @@ class App:
     async def continue_run_async(self, run_id: str) -> Run:
         taken = await self.in_thread(self.workflows.take, run_id)
         return await self.workflows.execute_async(taken)
+
+    def submit_run(
+        self,
+        workflow: str | Workflow,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        max_retries: int = 0,
+        timeout: str | float | None = None,
+        user_id: str | None = None,
+        job: JobHandle | None = None,
+        cron_id: str | None = None,
+        concurrency_key: str | None = None,
+    ) -> tuple[Run, bool]:
+        """Queue a background run for a worker (``app.run_worker()``, ``longcall worker``).
+
+        The same ``idempotency_key`` (or ``run_id``) returns the run it made before, and
+        False. A failed attempt is retried ``max_retries`` times with backoff, resuming from
+        its checkpoints; ``timeout`` bounds each attempt. Given a long-running tool's
+        ``job``, the run does the job's work: its end completes (or fails) the job and the
+        agent resumes; a tool body run again submits nothing new.
+        """
+        wf = self.workflows.resolve(workflow)
+        if job is not None:
+            idempotency_key = idempotency_key or f"job:{job.id}"
+        return self.store.create_run(
+            run_id or f"run-{uuid.uuid4().hex}",
+            wf.workflow_id,
+            wf.encode_input(input),
+            user_id=user_id if job is None else user_id or job.ids.user_id,
+            job_id=None if job is None else job.id,
+            cron_id=cron_id,
+            concurrency_key=concurrency_key,
+            idempotency_key=idempotency_key,
+            max_retries=max_retries,
+            timeout_secs=None if timeout is None else parse_duration(timeout),
+        )
+
+    def answer_run(self, run_id: str, values: Mapping[str, Any]) -> Run:
+        """Store answers to a waiting run's interrupts and queue it for a worker to resume.
+
+        An answer of the wrong type is found where the run executes: the run waits again,
+        with the error on its interrupt (``app.get_run(run_id).pending``).
+        """
+        return self.store.queue_answered(
+            run_id,
+            dict(values),
+            lambda run, known: self.workflows.check_answers(run, known, values),
+        )
+
+    def run_worker(self, **options: Any) -> RunWorker:
+        """A loop that claims and executes background runs: ``await worker.run(stop)``."""
+        from longcall.workflows.worker import RunWorker
+
+        return RunWorker(self, **options)
 
     def get_run(self, run_id: str) -> RunDetails:
         """The run with its checkpoints, interrupts and events."""

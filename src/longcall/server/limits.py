@@ -74,17 +74,20 @@ class TimedH11Protocol(H11Protocol):
     def handle_events(self) -> None:
         super().handle_events()
         state = self.conn.their_state
+        if state is not h11.SEND_BODY and self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         if state is h11.IDLE:
+            # The next request may have begun in data already read (pipelined, or sent right
+            # after a body the app answered without reading): its head is on the clock too.
+            if self._header_timer is None and self.conn.trailing_data[0]:
+                self._header_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
             return
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
-        if state is h11.SEND_BODY:
-            if self._body_timer is None:
-                self._body_timer = self.loop.call_later(self.body_timeout, self._body_too_slow)
-        elif self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
+        if state is h11.SEND_BODY and self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.body_timeout, self._body_too_slow)
 
     def _stop_timers(self) -> None:
         for timer in (self._header_timer, self._body_timer):

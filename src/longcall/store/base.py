@@ -28,7 +28,7 @@ from longcall.store import queries as sql
 from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
 from longcall.store.cron import CronOps
 from longcall.store.hooks import HookOps, HookSecret
-from longcall.store.runs import RunOps
+from longcall.store.runs import Run, RunOps, RunStatus
 from longcall.store.sessions import SessionEvent, SessionOps
 from longcall.store.tokens import TokenInfo, TokenOps
 
@@ -354,6 +354,23 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
         if outcome.changed and outcome.job.delivery is Delivery.READY:
             self._after_ready()
         return outcome
+
+    def _run_ended_in(self, tx: Tx, run: Run, now: float | None) -> bool:
+        assert run.job_id is not None
+        if run.status is RunStatus.COMPLETED:
+            state, body = JobState.SUCCEEDED, run.result
+        elif run.status is RunStatus.FAILED:
+            state, body = (
+                JobState.FAILED,
+                {"error": (run.error or {}).get("message"), **(run.error or {})},
+            )
+        else:
+            state, body = JobState.CANCELLED, {"message": "The run doing this job was cancelled."}
+        try:
+            outcome = self._finish_in(tx, run.job_id, state, body, False, now)
+        except JobNotFound:
+            return False
+        return outcome.changed and outcome.job.delivery is Delivery.READY
 
     def _progress_in(
         self, tx: Tx, job_id: str, data: Any, notify: bool, throttle: float, now: float | None

@@ -51,6 +51,7 @@ class StoreCore(ABC):
         # Called (from any thread) after a commit made a job ready or freed a session, so an
         # in-process resumer wakes at once instead of at its next poll.
         self.ready_listeners: list[Callable[[], None]] = []
+        self.run_listeners: list[Callable[[], None]] = []
 
     @abstractmethod
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:

@@ -165,9 +165,9 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise SchemaError(f"migration {version} ({name}) failed: {exc}") from exc
 
-    def listen(self) -> Listener:
-        """A dedicated connection that waits for ``NOTIFY longcall``."""
-        return Listener(self.conninfo)
+    def listen(self, channel: str = NOTIFY_CHANNEL) -> Listener:
+        """A dedicated connection that waits for ``NOTIFY <channel>``."""
+        return Listener(self.conninfo, channel)
 
     def close(self) -> None:
         self.pool.close()
@@ -192,8 +192,9 @@ def _version(cur: psycopg.Cursor[dict[str, Any]]) -> int | None:
 class Listener:
     """Blocks until a notification arrives or a timeout passes; reconnects on its own."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, channel: str = NOTIFY_CHANNEL) -> None:
         self._conninfo = conninfo
+        self._channel = channel
         self._conn: psycopg.Connection[Any] | None = None
 
     def wait(self, timeout: float) -> bool:
@@ -201,7 +202,7 @@ class Listener:
         try:
             if self._conn is None or self._conn.closed:
                 self._conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
-                self._conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                self._conn.execute(f"LISTEN {self._channel}")
             got = False
             for _ in self._conn.notifies(timeout=timeout, stop_after=1):
                 got = True

@@ -41,8 +41,11 @@ class Run:
     state: dict[str, Any]
     user_id: str | None
     job_id: str | None
+    cron_id: str | None
+    concurrency_key: str | None
     idempotency_key: str | None
-    attempts: int
+    attempts: int  # failed attempts retried so far
+    executions: int  # times a worker (or caller) started executing it
     max_retries: int
     timeout_secs: float | None
     errors: list[Any]
@@ -103,8 +106,11 @@ def run_from_row(row: Row) -> Run:
         state=loads(row["state"]) or {},
         user_id=row["user_id"],
         job_id=row["job_id"],
+        cron_id=row["cron_id"],
+        concurrency_key=row["concurrency_key"],
         idempotency_key=row["idempotency_key"],
         attempts=row["attempts"],
+        executions=row["executions"],
         max_retries=row["max_retries"],
         timeout_secs=row["timeout_secs"],
         errors=loads(row["errors"]) or [],
@@ -145,8 +151,16 @@ def _interrupt(row: Row) -> Interrupt:
     )
 
 
+# Workers listen here (PostgreSQL) for runs to execute; others poll.
+RUNS_CHANNEL = "longcall_runs"
+
+
 class RunOps(StoreCore):
     """Workflow runs; part of :class:`~longcall.store.Store`."""
+
+    # Called (from any thread) after a commit queued a run, so an in-process worker starts
+    # it at once instead of at its next poll.
+    run_listeners: list[Callable[[], None]]
 
     def create_run(
         self,
@@ -158,12 +172,14 @@ class RunOps(StoreCore):
         lease: float = 0.0,
         user_id: str | None = None,
         job_id: str | None = None,
+        cron_id: str | None = None,
+        concurrency_key: str | None = None,
         idempotency_key: str | None = None,
         max_retries: int = 0,
         timeout_secs: float | None = None,
     ) -> tuple[Run, bool]:
-        """Create the run (held by ``holder`` when given); the existing one if the id or the
-        idempotency key is taken. True when it was created."""
+        """Create the run: held by ``holder`` to execute at once, or queued for a worker.
+        The existing one if the id or the idempotency key is taken (True when created)."""
         now = self._now()
 
         def work(tx: Tx) -> tuple[Run, bool]:
@@ -175,6 +191,8 @@ class RunOps(StoreCore):
                 input=dumps(input),
                 user_id=user_id,
                 job_id=job_id,
+                cron_id=cron_id,
+                concurrency_key=concurrency_key,
                 idempotency_key=idempotency_key,
                 max_retries=max_retries,
                 timeout_secs=timeout_secs,
@@ -183,6 +201,8 @@ class RunOps(StoreCore):
                 now=now,
             )
             if row is not None:
+                if holder is None:
+                    tx.run("notify", channel=RUNS_CHANNEL, payload="queued")
                 return run_from_row(row), True
             existing = tx.one("get_run", run_id=run_id)
             if existing is None and idempotency_key is not None:
@@ -191,7 +211,14 @@ class RunOps(StoreCore):
                 raise RunNotFound(run_id)
             return run_from_row(existing), False
 
-        return self._transact(work)
+        created = self._transact(work)
+        if created[1] and holder is None:
+            self._runs_queued()
+        return created
+
+    def _runs_queued(self) -> None:
+        for listener in list(self.run_listeners):
+            listener()
 
     def get_run(self, run_id: str) -> Run:
         row = self._transact(lambda tx: tx.one("get_run", run_id=run_id), write=False)
@@ -222,7 +249,7 @@ class RunOps(StoreCore):
                 check(run_from_row(row), interrupts)
             for key, value in (answers or {}).items():
                 tx.run("answer_interrupt", run_id=run_id, key=key, value=dumps(value), now=now)
-            taken = tx.one("take_run", run_id=run_id, holder=holder, lease=lease, bump=0, now=now)
+            taken = tx.one("take_run", run_id=run_id, holder=holder, lease=lease, now=now)
             if taken is None:
                 return None
             if answers:
@@ -232,6 +259,90 @@ class RunOps(StoreCore):
             return run_from_row(taken), steps, interrupts
 
         return self._transact(work)
+
+    def claim_runs(
+        self, holder: str, *, limit: int, lease: float
+    ) -> list[tuple[Run, list[Step], dict[str, Interrupt]]]:
+        """Take up to ``limit`` runs to execute: abandoned ones (their holder's lease ran
+        out) first, then queued ones; each with its record when it executed before."""
+        now = self._now()
+
+        def work(tx: Tx) -> list[tuple[Run, list[Step], dict[str, Interrupt]]]:
+            rows = tx.all("claim_abandoned_runs", holder=holder, lease=lease, limit=limit, now=now)
+            if len(rows) < limit:
+                rows += tx.all(
+                    "claim_queued_runs",
+                    holder=holder,
+                    lease=lease,
+                    limit=limit - len(rows),
+                    now=now,
+                )
+            claimed = []
+            for row in rows:
+                run = run_from_row(row)
+                if run.executions > 1:  # resumed, retried or taken over: replay its record
+                    steps = [_step(r) for r in tx.all("run_steps", run_id=run.run_id)]
+                    rows_i = tx.all("run_interrupts", run_id=run.run_id)
+                    claimed.append((run, steps, {r["key"]: _interrupt(r) for r in rows_i}))
+                else:
+                    claimed.append((run, [], {}))
+            return claimed
+
+        return self._transact(work)
+
+    def retry_run(self, run_id: str, holder: str, *, error: Any, delay: float) -> Run | None:
+        """Put a failed attempt back in the queue after ``delay`` seconds; its completed
+        checkpoints stay, its failed ones go (so those tasks run again)."""
+        now = self._now()
+
+        def work(tx: Tx) -> Run | None:
+            row = tx.one(
+                "retry_run", run_id=run_id, holder=holder, error=dumps(error), delay=delay, now=now
+            )
+            if row is None:
+                return None
+            tx.run("drop_failed_steps", run_id=run_id)
+            tx.run("notify", channel=RUNS_CHANNEL, payload="queued")
+            return run_from_row(row)
+
+        retried = self._transact(work)
+        if retried is not None:
+            self._runs_queued()
+        return retried
+
+    def queue_answered(
+        self,
+        run_id: str,
+        answers: Mapping[str, Any],
+        check: Callable[[Run, dict[str, Interrupt]], None],
+    ) -> Run:
+        """Store answers to a waiting run (after ``check``) and queue it for a worker."""
+        now = self._now()
+
+        def work(tx: Tx) -> Run:
+            row = tx.one("get_run", run_id=run_id)
+            if row is None:
+                raise RunNotFound(run_id)
+            interrupts = {r["key"]: _interrupt(r) for r in tx.all("run_interrupts", run_id=run_id)}
+            check(run_from_row(row), interrupts)
+            for key, value in answers.items():
+                tx.run("answer_interrupt", run_id=run_id, key=key, value=dumps(value), now=now)
+            queued = tx.one("queue_run", run_id=run_id, now=now)
+            if queued is None:  # pragma: no cover - check() saw it waiting in this transaction
+                raise RunNotFound(run_id)
+            tx.run("notify", channel=RUNS_CHANNEL, payload="queued")
+            return run_from_row(queued)
+
+        queued = self._transact(work)
+        self._runs_queued()
+        return queued
+
+    def cancelling_runs(self, holder_prefix: str) -> set[str]:
+        """The runs held by holders starting with ``holder_prefix`` that someone asked to
+        cancel."""
+        pattern = holder_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._transact(lambda tx: tx.all("cancelling_runs", pattern=pattern), write=False)
+        return {r["run_id"] for r in rows}
 
     def renew_run(self, run_id: str, holder: str, *, lease: float) -> bool | None:
         """Extend the lease; None when the run is no longer ours, else whether it is being
@@ -281,9 +392,24 @@ class RunOps(StoreCore):
                 state=dumps(state),
                 now=now,
             )
-            return None if row is None else run_from_row(row)
+            if row is None:
+                return None
+            ended = run_from_row(row)
+            if ended.job_id is not None and status.terminal:
+                # The run did a long-running tool's work: its end is the job's result, in
+                # the same transaction, so neither can happen without the other.
+                woke.append(self._run_ended_in(tx, ended, now))
+            return ended
 
-        return self._transact(work)
+        woke: list[bool] = []
+        ended = self._transact(work)
+        if any(woke):
+            self._after_ready()
+        return ended
+
+    def _run_ended_in(self, tx: Tx, run: Run, now: float | None) -> bool:
+        """Finish the job whose work ``run`` was; True when that made a delivery ready."""
+        raise NotImplementedError
 
     def run_steps(self, run_id: str) -> list[Step]:
         rows = self._transact(lambda tx: tx.all("run_steps", run_id=run_id), write=False)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,11 @@ class RunDetails:
         return [i for i in self.interrupts if i.asked_at is not None and not i.answered]
 
 
+CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
+# Failures a retry would only repeat.
+NOT_RETRIED = frozenset({"NonDeterminismError", "WorkflowNotFound"})
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
@@ -137,9 +143,13 @@ Held = tuple[Run, list[Step], dict[str, Interrupt]]
 class Workflows:
     """The workflows and tasks of one App, and the runs of them."""
 
-    def __init__(self, app: App, *, lease: float) -> None:
+    def __init__(
+        self, app: App, *, lease: float, retry_base: float = 1.0, retry_cap: float = 300.0
+    ) -> None:
         self.app = app
         self.lease = lease
+        self.retry_base = retry_base
+        self.retry_cap = retry_cap
         self.registry: dict[str, Workflow] = {}
         self.tasks: dict[str, Task] = {}
 
@@ -205,10 +215,11 @@ class Workflows:
 
     def _execution(self, wf: Workflow, held: Held) -> Execution:
         run, steps, interrupts = held
+        assert run.holder is not None, "a run executes only where it is held"
         return Execution(
             self.app,
             run,
-            holder=self.app.holder,
+            holder=run.holder,
             lease=self.lease,
             state=State(wf.state_fields),
             steps=steps,
@@ -221,6 +232,8 @@ class Workflows:
         wf = self.registry.get(held[0].workflow_id)
         if wf is None:
             return self._unregistered(held[0])
+        if held[0].cancel_requested:  # taken over from a holder that died while cancelling
+            return self.end(held[0], RunStatus.CANCELLED, error=CANCELLED)
         exe = self._execution(wf, held)
         exe.start_heartbeat()
         try:
@@ -233,9 +246,7 @@ class Workflows:
 
     async def execute_async(self, held: Held) -> Run:
         wf = self.registry.get(held[0].workflow_id)
-        if wf is None:
-            return await self.app.in_thread(self._unregistered, held[0])
-        if not wf.is_async:
+        if wf is None or held[0].cancel_requested or not wf.is_async:
             return await self.app.in_thread(self.execute, held)
         exe = self._execution(wf, held)
         exe.start_heartbeat()
@@ -273,11 +284,7 @@ class Workflows:
         if isinstance(exc, Suspend):
             return RunStatus.WAITING_INPUT, None, None
         if isinstance(exc, Cancelled):
-            return (
-                RunStatus.CANCELLED,
-                None,
-                {"type": "Cancelled", "message": "the run was cancelled"},
-            )
+            return RunStatus.CANCELLED, None, CANCELLED
         if isinstance(exc, Lost):
             return RunStatus.RUNNING, None, None
         if isinstance(exc, Exception):
@@ -290,9 +297,8 @@ class Workflows:
         store = self.app.store
         if status is RunStatus.RUNNING or exe.lost:
             return store.get_run(exe.run.run_id)
-        ended = store.end_run(
-            exe.run.run_id,
-            exe.holder,
+        return self.end(
+            exe.run,
             status,
             state=exe.state.snapshot(),
             result=result,
@@ -300,17 +306,57 @@ class Workflows:
             asked=exe.asked,
             consumed=exe.consumed,
         )
-        return ended if ended is not None else store.get_run(exe.run.run_id)
+
+    def end(
+        self,
+        run: Run,
+        status: RunStatus,
+        *,
+        state: dict[str, Any] | None = None,
+        result: Any = None,
+        error: dict[str, Any] | None = None,
+        asked: Sequence[tuple[str, str, dict[str, Any] | None, Any]] = (),
+        consumed: Sequence[str] = (),
+    ) -> Run:
+        """Record how an execution ended; a failed attempt with retries left goes back to
+        the queue instead (resuming from its checkpoints)."""
+        store = self.app.store
+        assert run.holder is not None
+        if error is not None:
+            error = {**error, "attempt": run.attempts + 1}
+        if (
+            status is RunStatus.FAILED
+            and run.attempts < run.max_retries
+            and error is not None
+            and error["type"] not in NOT_RETRIED
+        ):
+            retried = store.retry_run(
+                run.run_id, run.holder, error=error, delay=self.backoff(run.attempts + 1)
+            )
+            return retried or store.get_run(run.run_id)
+        ended = store.end_run(
+            run.run_id,
+            run.holder,
+            status,
+            state=run.state if state is None else state,
+            result=result,
+            error=error,
+            asked=asked,
+            consumed=consumed,
+        )
+        return ended or store.get_run(run.run_id)
+
+    def backoff(self, attempt: int) -> float:
+        """About base, 2·base, 4·base … up to the cap, each drawn between half and all."""
+        ceiling = min(self.retry_cap, self.retry_base * 2.0 ** (attempt - 1))
+        return ceiling * (0.5 + random.random() / 2)
 
     def _unregistered(self, run: Run) -> Run:
         error = {
             "type": "WorkflowNotFound",
             "message": f"no workflow {run.workflow_id!r} is registered where the run executed",
         }
-        ended = self.app.store.end_run(
-            run.run_id, self.app.holder, RunStatus.FAILED, state=run.state, error=error
-        )
-        return ended or self.app.store.get_run(run.run_id)
+        return self.end(run, RunStatus.FAILED, error=error)
 
     # -- resuming ------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ CREATE TABLE lc_runs (
     available_at     DOUBLE PRECISION,
     holder           TEXT,
     lease_expires_at DOUBLE PRECISION,
-    event_seq        INTEGER NOT NULL DEFAULT 0,
+    executions       INTEGER NOT NULL DEFAULT 0,
     created_at       DOUBLE PRECISION NOT NULL,
     updated_at       DOUBLE PRECISION NOT NULL,
     finished_at      DOUBLE PRECISION

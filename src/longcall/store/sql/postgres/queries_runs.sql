@@ -1,12 +1,14 @@
 -- Workflow runs (schema 4): the run row, task checkpoints, interrupts and events.
 
 -- name: insert_run
-INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, idempotency_key,
-                     max_retries, timeout_secs, available_at, holder, lease_expires_at,
-                     created_at, updated_at)
+INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
+                     concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
+                     holder, lease_expires_at, executions, created_at, updated_at)
 VALUES (%(run_id)s, %(workflow_id)s, %(status)s, %(input)s::jsonb, %(user_id)s, %(job_id)s,
-        %(idempotency_key)s, %(max_retries)s, %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
+        %(cron_id)s, %(concurrency_key)s, %(idempotency_key)s, %(max_retries)s,
+        %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
         CASE WHEN %(holder)s::text IS NULL THEN NULL ELSE lc_now(%(now)s) + %(lease)s END,
+        CASE WHEN %(holder)s::text IS NULL THEN 0 ELSE 1 END,
         lc_now(%(now)s), lc_now(%(now)s))
 ON CONFLICT DO NOTHING
 RETURNING *;
@@ -21,7 +23,7 @@ SELECT * FROM lc_runs WHERE idempotency_key = %(key)s;
 -- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
 UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                    lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                   attempts = attempts + %(bump)s, updated_at = lc_now(%(now)s)
+                   executions = executions + 1, updated_at = lc_now(%(now)s)
 WHERE run_id = %(run_id)s AND NOT cancel_requested
   AND (status IN ('queued', 'waiting_input')
        OR (status = 'running'
@@ -37,6 +39,8 @@ RETURNING cancel_requested;
 -- The run's holder records where it stands: completed, failed, cancelled or waiting_input.
 UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb, error = %(error)s::jsonb,
                    state = %(state)s::jsonb, holder = NULL, lease_expires_at = NULL,
+                   errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
+                                 ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
                    updated_at = lc_now(%(now)s),
                    finished_at = CASE WHEN %(status)s = 'waiting_input' THEN NULL
                                       ELSE lc_now(%(now)s) END
@@ -99,3 +103,63 @@ UPDATE lc_runs SET cancel_requested = TRUE, updated_at = lc_now(%(now)s),
     holder = CASE WHEN status IN ('queued', 'waiting_input') THEN NULL ELSE holder END
 WHERE run_id = %(run_id)s AND status IN ('queued', 'running', 'waiting_input')
 RETURNING *;
+
+-- name: claim_queued_runs
+-- Queued runs, oldest first. Runs sharing a concurrency key start one at a time, in order:
+-- a run waits while another of its key is running or waiting, or an older one is queued.
+WITH picked AS (
+    SELECT r.run_id FROM lc_runs r
+    WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s)
+      AND (r.concurrency_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM lc_runs o
+          WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id
+            AND (o.status IN ('running', 'waiting_input')
+                 OR (o.status = 'queued' AND (o.created_at, o.run_id) < (r.created_at, r.run_id)))))
+    ORDER BY r.available_at, r.run_id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE lc_runs SET status = 'running', holder = %(holder)s,
+                   lease_expires_at = lc_now(%(now)s) + %(lease)s,
+                   executions = executions + 1, updated_at = lc_now(%(now)s)
+FROM picked WHERE lc_runs.run_id = picked.run_id
+RETURNING lc_runs.*;
+
+-- name: claim_abandoned_runs
+-- Running runs whose holder stopped renewing its lease: they resume from their checkpoints.
+WITH picked AS (
+    SELECT run_id FROM lc_runs
+    WHERE status = 'running' AND lease_expires_at <= lc_now(%(now)s)
+    ORDER BY lease_expires_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE lc_runs SET holder = %(holder)s, lease_expires_at = lc_now(%(now)s) + %(lease)s,
+                   executions = executions + 1, updated_at = lc_now(%(now)s)
+FROM picked WHERE lc_runs.run_id = picked.run_id
+RETURNING lc_runs.*;
+
+-- name: retry_run
+-- A failed attempt with retries left: back to the queue after a backoff, checkpoints kept.
+UPDATE lc_runs SET status = 'queued', holder = NULL, lease_expires_at = NULL,
+                   attempts = attempts + 1, available_at = lc_now(%(now)s) + %(delay)s,
+                   error = %(error)s::jsonb,
+                   errors = errors || jsonb_build_array(%(error)s::jsonb),
+                   updated_at = lc_now(%(now)s)
+WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running'
+RETURNING *;
+
+-- name: drop_failed_steps
+-- A retry runs the tasks that failed again, instead of replaying their failure.
+DELETE FROM lc_run_steps WHERE run_id = %(run_id)s AND NOT ok;
+
+-- name: queue_run
+-- A waiting run with its answers stored goes back to the queue for a worker to execute.
+UPDATE lc_runs SET status = 'queued', available_at = lc_now(%(now)s), updated_at = lc_now(%(now)s)
+WHERE run_id = %(run_id)s AND status = 'waiting_input'
+RETURNING *;
+
+-- name: cancelling_runs
+SELECT run_id FROM lc_runs
+WHERE holder LIKE %(pattern)s ESCAPE '\' AND status = 'running' AND cancel_requested;
+
+-- name: active_key_runs
+SELECT COUNT(*) AS n FROM lc_runs
+WHERE concurrency_key = %(key)s AND status IN ('queued', 'running', 'waiting_input');

@@ -24,7 +24,7 @@ CREATE TABLE lc_runs (
     available_at     REAL,
     holder           TEXT,
     lease_expires_at REAL,
-    event_seq        INTEGER NOT NULL DEFAULT 0,
+    executions       INTEGER NOT NULL DEFAULT 0,
     created_at       REAL NOT NULL,
     updated_at       REAL NOT NULL,
     finished_at      REAL

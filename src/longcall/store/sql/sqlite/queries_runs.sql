@@ -1,12 +1,13 @@
 -- Workflow runs (schema 4): the run row, task checkpoints, interrupts and events.
 
 -- name: insert_run
-INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, idempotency_key,
-                     max_retries, timeout_secs, available_at, holder, lease_expires_at,
-                     created_at, updated_at)
-VALUES (:run_id, :workflow_id, :status, :input, :user_id, :job_id, :idempotency_key,
-        :max_retries, :timeout_secs, :now, :holder,
-        CASE WHEN :holder IS NULL THEN NULL ELSE :now + :lease END, :now, :now)
+INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
+                     concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
+                     holder, lease_expires_at, executions, created_at, updated_at)
+VALUES (:run_id, :workflow_id, :status, :input, :user_id, :job_id, :cron_id, :concurrency_key,
+        :idempotency_key, :max_retries, :timeout_secs, :now, :holder,
+        CASE WHEN :holder IS NULL THEN NULL ELSE :now + :lease END,
+        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -19,7 +20,7 @@ SELECT * FROM lc_runs WHERE idempotency_key = :key;
 -- name: take_run
 -- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
-                   attempts = attempts + :bump, updated_at = :now
+                   executions = executions + 1, updated_at = :now
 WHERE run_id = :run_id AND cancel_requested = 0
   AND (status IN ('queued', 'waiting_input')
        OR (status = 'running' AND (lease_expires_at <= :now OR holder = :holder)))
@@ -33,6 +34,8 @@ RETURNING cancel_requested;
 -- name: end_run
 -- The run's holder records where it stands: completed, failed, cancelled or waiting_input.
 UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
+                   errors = CASE WHEN :error IS NULL THEN errors
+                                 ELSE json_insert(errors, '$[#]', json(:error)) END,
                    holder = NULL, lease_expires_at = NULL, updated_at = :now,
                    finished_at = CASE WHEN :status = 'waiting_input' THEN NULL ELSE :now END
 WHERE run_id = :run_id AND holder = :holder AND status = 'running'
@@ -90,3 +93,56 @@ UPDATE lc_runs SET cancel_requested = 1, updated_at = :now,
     holder = CASE WHEN status IN ('queued', 'waiting_input') THEN NULL ELSE holder END
 WHERE run_id = :run_id AND status IN ('queued', 'running', 'waiting_input')
 RETURNING *;
+
+-- name: claim_queued_runs
+-- Queued runs, oldest first. Runs sharing a concurrency key start one at a time, in order:
+-- a run waits while another of its key is running or waiting, or an older one is queued.
+UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
+                   executions = executions + 1, updated_at = :now
+WHERE run_id IN (
+    SELECT r.run_id FROM lc_runs r
+    WHERE r.status = 'queued' AND r.available_at <= :now
+      AND (r.concurrency_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM lc_runs o
+          WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id
+            AND (o.status IN ('running', 'waiting_input')
+                 OR (o.status = 'queued' AND (o.created_at, o.run_id) < (r.created_at, r.run_id)))))
+    ORDER BY r.available_at, r.run_id
+    LIMIT :limit)
+RETURNING *;
+
+-- name: claim_abandoned_runs
+-- Running runs whose holder stopped renewing its lease: they resume from their checkpoints.
+UPDATE lc_runs SET holder = :holder, lease_expires_at = :now + :lease,
+                   executions = executions + 1, updated_at = :now
+WHERE run_id IN (
+    SELECT run_id FROM lc_runs
+    WHERE status = 'running' AND lease_expires_at <= :now
+    ORDER BY lease_expires_at LIMIT :limit)
+RETURNING *;
+
+-- name: retry_run
+-- A failed attempt with retries left: back to the queue after a backoff, checkpoints kept.
+UPDATE lc_runs SET status = 'queued', holder = NULL, lease_expires_at = NULL,
+                   attempts = attempts + 1, available_at = :now + :delay, error = :error,
+                   errors = json_insert(errors, '$[#]', json(:error)), updated_at = :now
+WHERE run_id = :run_id AND holder = :holder AND status = 'running'
+RETURNING *;
+
+-- name: drop_failed_steps
+-- A retry runs the tasks that failed again, instead of replaying their failure.
+DELETE FROM lc_run_steps WHERE run_id = :run_id AND ok = 0;
+
+-- name: queue_run
+-- A waiting run with its answers stored goes back to the queue for a worker to execute.
+UPDATE lc_runs SET status = 'queued', available_at = :now, updated_at = :now
+WHERE run_id = :run_id AND status = 'waiting_input'
+RETURNING *;
+
+-- name: cancelling_runs
+SELECT run_id FROM lc_runs
+WHERE holder LIKE :pattern ESCAPE '\' AND status = 'running' AND cancel_requested = 1;
+
+-- name: active_key_runs
+SELECT COUNT(*) AS n FROM lc_runs
+WHERE concurrency_key = :key AND status IN ('queued', 'running', 'waiting_input');

@@ -1,0 +1,181 @@
+"""Background runs: workers claim queued runs from the store and execute them.
+
+Any number of worker processes share one store. A worker claims runs with a lease that each
+execution renews; a worker that dies (SIGKILL, a lost host) stops renewing, and once the lease
+has run out another worker claims the run and resumes it from its checkpoints. Wake-ups come
+from commits in this process and, on PostgreSQL, from ``NOTIFY``; polling covers the rest.
+
+Cancellation is a flag in the store, so it reaches a run on any worker: the run sees
+``ctx.cancelled`` at once and stops at its next task call; an async run still going after
+``grace`` is cancelled outright. A run with ``timeoutSecs`` has that long per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from longcall.jobs import parse_duration
+from longcall.store.runs import RUNS_CHANNEL, Run, RunStatus
+from longcall.workflows.runs import CANCELLED, Held
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.runs")
+
+
+class RunWorker:
+    """Claims and executes background runs, ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        concurrency: int = 8,
+        poll_interval: str | float = "1s",
+        grace: str | float = "5s",
+        holder: str | None = None,
+    ) -> None:
+        self.app = app
+        self.concurrency = concurrency
+        self.poll_interval = parse_duration(poll_interval)
+        self.grace = parse_duration(grace)
+        self.holder = holder or f"{app.holder}/runs"
+        self.active: dict[str, asyncio.Task[Run]] = {}
+        self._cancel_seen: dict[str, float] = {}
+        self.executed = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and execute until ``stop`` is set; then let the runs in hand finish."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def queued() -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        store = self.app.store
+        store.run_listeners.append(queued)
+        listener_stop = threading.Event()
+        listener = self._listen(queued, listener_stop)
+        watching = asyncio.create_task(self._watch_cancels(stop))
+        try:
+            while not stop.is_set():
+                wake.clear()
+                claimed = 0
+                free = self.concurrency - len(self.active)
+                if free > 0:
+                    try:
+                        claimed = await self._claim(free)
+                    except Exception:
+                        log.exception("claiming runs failed; retrying")
+                if claimed and len(self.active) < self.concurrency:
+                    continue
+                await _wait_any(stop, wake, self.poll_interval)
+            if self.active:
+                await asyncio.wait(list(self.active.values()))
+        finally:
+            watching.cancel()
+            store.run_listeners.remove(queued)
+            listener_stop.set()
+            if listener is not None:
+                await asyncio.to_thread(listener.join, 5)
+
+    async def _claim(self, limit: int) -> int:
+        # Each claim gets a holder of its own: a run claimed again later (after a timeout
+        # here) is fenced from the execution that lost it, even in this process.
+        holder = f"{self.holder}/{uuid.uuid4().hex[:8]}"
+        lease = self.app.workflows.lease
+        claimed = await self.app.in_thread(
+            self.app.store.claim_runs, holder, limit=limit, lease=lease
+        )
+        for held in claimed:
+            run_id = held[0].run_id
+            task = asyncio.create_task(self._execute(held), name=f"run {run_id}")
+            self.active[run_id] = task
+            task.add_done_callback(functools.partial(self._done, run_id))
+        return len(claimed)
+
+    def _done(self, run_id: str, _task: asyncio.Task[Run]) -> None:
+        self.active.pop(run_id, None)
+        self._cancel_seen.pop(run_id, None)
+        self.executed += 1
+
+    async def _execute(self, held: Held) -> Run:
+        run = held[0]
+        workflows = self.app.workflows
+        try:
+            if run.timeout_secs:
+                return await asyncio.wait_for(workflows.execute_async(held), run.timeout_secs)
+            return await workflows.execute_async(held)
+        except TimeoutError:
+            error = {"type": "Timeout", "message": f"the attempt ran over {run.timeout_secs:g}s"}
+            return await self.app.in_thread(workflows.end, run, RunStatus.FAILED, error=error)
+        except asyncio.CancelledError:
+            # Cancelled after its grace period (the run was asked to stop), or shutting down
+            # hard: record the cancellation only in the first case.
+            if run.run_id in self._cancel_seen:
+                return await self.app.in_thread(
+                    workflows.end, run, RunStatus.CANCELLED, error=CANCELLED
+                )
+            raise
+        except Exception:
+            log.exception("executing run %s failed", run.run_id)
+            return await self.app.in_thread(self.app.store.get_run, run.run_id)
+
+    async def _watch_cancels(self, stop: asyncio.Event) -> None:
+        """Cancel outright the runs still going ``grace`` seconds after a cancel request."""
+        interval = max(0.2, min(1.0, self.grace / 4))
+        while not stop.is_set():
+            await asyncio.sleep(interval)
+            if not self.active:
+                continue
+            try:
+                flagged = await self.app.in_thread(self._cancelling)
+            except Exception:
+                log.exception("checking for cancelled runs failed")
+                continue
+            now = time.monotonic()
+            for run_id in flagged:
+                first = self._cancel_seen.setdefault(run_id, now)
+                task = self.active.get(run_id)
+                if task is not None and now - first >= self.grace:
+                    task.cancel()
+
+    def _cancelling(self) -> set[str]:
+        return self.app.store.cancelling_runs(f"{self.holder}/")
+
+    def _listen(self, wake: Any, stop: threading.Event) -> threading.Thread | None:
+        listen = getattr(self.app.store, "listen", None)
+        if listen is None:
+            return None
+
+        def loop() -> None:
+            listener = listen(RUNS_CHANNEL)
+            try:
+                while not stop.is_set():
+                    if listener.wait(0.5):
+                        wake()
+            finally:
+                listener.close()
+
+        thread = threading.Thread(target=loop, name="longcall-runs-listen", daemon=True)
+        thread.start()
+        return thread
+
+
+async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+    waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(wake.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
