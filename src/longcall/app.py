@@ -552,7 +552,9 @@ class App:
 
         return Sweeper(self, **options)
 
-    def worker(self, runner: AgentRunner, **options: Any) -> Worker:
+    def worker(self, runner: AgentRunner | None = None, **options: Any) -> Worker:
+        """The worker loops: deliveries to ``runner`` (if given), deadlines, submissions and,
+        when workflows are registered, background runs."""
         from longcall.worker import Worker
 
         return Worker(self, runner, **options)

@@ -224,17 +224,35 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     "--agent",
     "agent_spec",
     envvar="LONGCALL_AGENT",
-    required=True,
+    default=None,
     help="Your AgentRunner (or a function of the App returning one), as "
-    "package.module:name (env LONGCALL_AGENT).",
+    "package.module:name (env LONGCALL_AGENT); without it, no deliveries to an agent.",
 )
 @click.option("--lease", default="60s", show_default=True, help="Claim and session lease.")
 @click.option("--poll", default="1s", show_default=True, help="Polling interval.")
-def worker(app_spec: str, agent_spec: str, lease: str, poll: str) -> None:
-    """Run the dispatcher, resumer and sweeper until SIGTERM."""
-    app, agent = _load_app_and_agent(app_spec, agent_spec)
-    runner = app.worker(agent, lease=lease, poll_interval=poll)
-    click.echo(f"longcall worker {runner.resumer.holder} on {app.store.dialect}", err=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=8,
+    show_default=True,
+    help="Background runs executed at once.",
+)
+def worker(app_spec: str, agent_spec: str | None, lease: str, poll: str, concurrency: int) -> None:
+    """Run the worker loops until SIGTERM: deliveries to the agent, deadlines, submissions,
+    and the background runs of the App's workflows."""
+    from longcall.app import App
+
+    if agent_spec:
+        app, agent = _load_app_and_agent(app_spec, agent_spec)
+        options: dict[str, Any] = {"lease": lease, "poll_interval": poll}
+    else:
+        app, agent, options = _load(app_spec, "--app"), None, {}
+        if not isinstance(app, App):
+            raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
+        if not app.workflows.registry:
+            raise click.UsageError("nothing to do: give --agent, or register workflows on the App")
+    runner = app.worker(agent, run_concurrency=concurrency, **options)
+    click.echo(f"longcall worker {app.holder} on {app.store.dialect}", err=True)
     try:
         asyncio.run(runner.run())
     finally:

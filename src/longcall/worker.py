@@ -1,4 +1,4 @@
-"""The worker: dispatcher, resumer and sweeper in one asyncio loop.
+"""The worker: dispatcher, resumer, sweeper and background runs in one asyncio loop.
 
 SIGTERM (or SIGINT) stops claiming, lets the delivery in hand finish, gives back the claims it
 has not started on, releases its session leases and returns. A delivery that is still running
@@ -29,15 +29,21 @@ class Worker:
     def __init__(
         self,
         app: App,
-        runner: AgentRunner,
+        runner: AgentRunner | None = None,
         *,
+        runs: bool | None = None,
+        run_concurrency: int = 8,
         sweep_interval: str | float = "5s",
         dispatch_interval: str | float = "1s",
         drain_timeout: str | float = "30s",
         **resumer_options: Any,
     ) -> None:
         self.app = app
-        self.resumer = Resumer(app, runner, **resumer_options)
+        # Without an agent there is nothing to resume; the rest still has work to do.
+        self.resumer = Resumer(app, runner, **resumer_options) if runner is not None else None
+        if runs is None:
+            runs = bool(app.workflows.registry)
+        self.runs = app.run_worker(concurrency=run_concurrency) if runs else None
         self.sweeper = Sweeper(app, interval=sweep_interval)
         self.dispatcher = Dispatcher(app, interval=dispatch_interval)
         self.drain_timeout = parse_duration(drain_timeout)
@@ -45,7 +51,8 @@ class Worker:
 
     def stop(self) -> None:
         """Ask :meth:`run` to drain and return (safe from a signal handler in the loop)."""
-        self.resumer.stop_soon()
+        if self.resumer is not None:
+            self.resumer.stop_soon()
         if self.stop_event is not None:
             self.stop_event.set()
 
@@ -56,11 +63,14 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         tasks = [
-            asyncio.create_task(self.resumer.run(stop), name="resumer"),
             asyncio.create_task(self.sweeper.run(stop), name="sweeper"),
             asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
         ]
-        log.info("worker %s running", self.resumer.holder)
+        if self.resumer is not None:
+            tasks.append(asyncio.create_task(self.resumer.run(stop), name="resumer"))
+        if self.runs is not None:
+            tasks.append(asyncio.create_task(self.runs.run(stop), name="runs"))
+        log.info("worker %s running", self.app.holder)
         try:
             await stop.wait()
             _done, pending = await asyncio.wait(tasks, timeout=self.drain_timeout)
@@ -76,4 +86,4 @@ class Worker:
                     loop.remove_signal_handler(sig)
             for task in tasks:
                 task.cancel()
-            log.info("worker %s stopped", self.resumer.holder)
+            log.info("worker %s stopped", self.app.holder)

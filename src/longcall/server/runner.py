@@ -75,7 +75,7 @@ async def serve(
     header_timeout: float = HEADER_TIMEOUT,
     body_timeout: float = BODY_TIMEOUT,
 ) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT, with the worker loops when there is an ``agent``."""
+    """Serve ``app`` until SIGTERM/SIGINT, with the worker loops unless ``worker`` is False."""
     server = build(
         app,
         agent=agent,
@@ -85,7 +85,10 @@ async def serve(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
     )
-    loops = app.worker(agent) if agent is not None and worker else None
+    # The worker loops run here when there is something for them: an agent to resume, or
+    # workflows whose background runs to execute.
+    busy = agent is not None or bool(app.workflows.registry)
+    loops = app.worker(agent) if worker and busy else None
     looping = asyncio.create_task(loops.run(handle_signals=False)) if loops else None
     try:
         await server.serve(sockets=sockets)  # returns once a signal has drained the server
