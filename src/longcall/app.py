@@ -91,6 +91,9 @@ class App:
         self.workflows = Workflows(
             self, lease=parse_duration(run_lease), retry_base=parse_duration(run_retry)
         )
+        from longcall.workflows.cron import Crons
+
+        self.crons = Crons(self)
         self.holder = new_holder_id()
         self.tools: dict[str, LongRunningTool] = {}
         # Called as (outcome, job) for each delivery the resumer makes: "delivered",

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from longcall.cli_jobs import jobs
+from longcall.cli_runs import runs
 from longcall.cli_support import (
     EXIT_CHECK_FAILED,
     EXIT_CODES,
@@ -260,6 +261,7 @@ def worker(app_spec: str, agent_spec: str | None, lease: str, poll: str, concurr
 
 
 main.add_command(jobs)
+main.add_command(runs)
 
 
 @main.command()

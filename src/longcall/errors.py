@@ -23,7 +23,10 @@
         ├── RunStateError           the run is not in a state that allows this (e.g. resume)
         ├── NonDeterminismError     a resumed run called something else than the record says
         ├── TaskError               a task failed after its retries (seen at its call site)
-        └── InvalidResume           a resume value of the wrong type; ``errors`` lists them all
+        ├── InvalidResume           a resume value of the wrong type; ``errors`` lists them all
+        ├── CronNotFound            no cron schedule with that id
+        ├── CronConflict            a schedule with that id or name exists already
+        └── CronValidationError     a schedule that cannot work; ``field`` names the field
 
 "Needs input" is not an error but a control signal (``longcall.workflows.Suspend``, a
 ``BaseException``) that a workflow's ``except Exception`` cannot swallow.
@@ -193,3 +196,30 @@ class InvalidResume(WorkflowError):
         super().__init__(f"invalid resume for run {run_id!r}: {lines}")
         self.run_id = run_id
         self.errors = errors
+
+
+class CronNotFound(WorkflowError):
+    """No cron schedule has this id."""
+
+    def __init__(self, cron_id: str) -> None:
+        super().__init__(f"no cron schedule with id {cron_id!r}")
+        self.cron_id = cron_id
+
+
+class CronConflict(WorkflowError):
+    """Another schedule already has this id or this name."""
+
+    def __init__(self, cron_id: str, name: str) -> None:
+        super().__init__(f"a cron schedule with id {cron_id!r} or name {name!r} already exists")
+        self.cron_id = cron_id
+        self.name = name
+
+
+class CronValidationError(WorkflowError, ValueError):
+    """A schedule that cannot work; ``field`` names the API field at fault
+    (``cronExpression``, ``timezone``, ``catchUpMax``, ``concurrencyPolicy``, …)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem

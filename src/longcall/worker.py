@@ -44,6 +44,9 @@ class Worker:
         if runs is None:
             runs = bool(app.workflows.registry)
         self.runs = app.run_worker(concurrency=run_concurrency) if runs else None
+        # Schedules start runs; any number of workers may run the scheduler, each occurrence
+        # is claimed once.
+        self.scheduler = app.crons.scheduler() if runs else None
         self.sweeper = Sweeper(app, interval=sweep_interval)
         self.dispatcher = Dispatcher(app, interval=dispatch_interval)
         self.drain_timeout = parse_duration(drain_timeout)
@@ -70,6 +73,8 @@ class Worker:
             tasks.append(asyncio.create_task(self.resumer.run(stop), name="resumer"))
         if self.runs is not None:
             tasks.append(asyncio.create_task(self.runs.run(stop), name="runs"))
+        if self.scheduler is not None:
+            tasks.append(asyncio.create_task(self.scheduler.run(stop), name="scheduler"))
         log.info("worker %s running", self.app.holder)
         try:
             await stop.wait()

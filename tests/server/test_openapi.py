@@ -27,6 +27,12 @@ def service(url: str) -> tuple[longcall.App, Any, str]:
         return "started"
 
     export.invoke({"fmt": "csv"}, CallIds("exports", "alice", "s-a", "c-a", "i-a"))
+
+    @app.workflow("greet")
+    def greet(name: str, ctx: longcall.TaskContext) -> str:
+        return f"hello {name}" if ctx.interrupt("Go on?", schema=bool) else "no"
+
+    app.submit_run("greet", "ann", user_id="alice")
     app.store.add_hook_secret("batch", new_secret())
     token = app.store.create_token(user_id=None, admin=True)[1]
     return app, create_app(app), token
@@ -40,9 +46,10 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def load(web: Any) -> Any:
-    # The streams never end by themselves: they are tested in test_events.py.
+    # The streams never end by themselves (a run's ends with the run): they are tested in
+    # test_events.py and test_runs_api.py.
     schema = schemathesis.openapi.from_asgi("/openapi.json", web)
-    return schema.exclude(path="/v1/events")
+    return schema.exclude(path=["/v1/events", "/v1/runs/{runId}/events"])
 
 
 @pytest.mark.parametrize(
@@ -61,6 +68,11 @@ def load(web: Any) -> Any:
         ("POST", "/v1/jobs/{jobId}/progress"),
         ("POST", "/v1/jobs/{jobId}/attach"),
         ("POST", "/v1/jobs/{jobId}/extend"),
+        ("GET", "/v1/runs"),
+        ("POST", "/v1/runs"),
+        ("GET", "/v1/runs/{runId}"),
+        ("DELETE", "/v1/runs/{runId}"),
+        ("POST", "/v1/runs/{runId}/resume"),
         ("GET", "/v1/sessions/{sessionId}/transcript"),
         ("POST", "/v1/hooks/{source}"),
     ],
@@ -99,5 +111,12 @@ def test_the_spec_names_every_route(tmp_path: Any, live: Any) -> None:
     app.close()
     assert docs.status_code == 200 and "POST /v1/hooks/{source}" in docs.text
     assert spec["openapi"].startswith("3.1")
-    for path in ("/v1/jobs", "/v1/jobs/{jobId}/complete", "/v1/hooks/{source}", "/v1/events"):
+    for path in (
+        "/v1/jobs",
+        "/v1/jobs/{jobId}/complete",
+        "/v1/hooks/{source}",
+        "/v1/events",
+        "/v1/runs",
+        "/v1/runs/{runId}/resume",
+    ):
         assert path in spec["paths"]

@@ -15,7 +15,7 @@ from starlette.routing import Route
 from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.errors import LongcallError
-from longcall.server import dashboard, events, hooks, jobs, metrics, sessions, spec
+from longcall.server import dashboard, events, hooks, jobs, metrics, runs, sessions, spec
 from longcall.server.errors import error
 
 
@@ -70,6 +70,7 @@ def create_app(
             Route("/v1/hooks/{source}", measured.counted(hooks.receive), methods=["POST"]),
             *events.ROUTES,
             *jobs.ROUTES,
+            *runs.ROUTES,
             *sessions.ROUTES,
             *metrics.ROUTES,
             *spec.ROUTES,

@@ -20,9 +20,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.jobs import Delivery, JobState
-from longcall.server import hooks, jobs
+from longcall.server import hooks, jobs, runs
+from longcall.store.runs import RunStatus
 
 STATES = [s.value for s in JobState]
+RUN_STATUSES = [s.value for s in RunStatus]
 DELIVERIES = [d.value for d in Delivery]
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
 ANY: dict[str, Any] = {}  # any JSON value
@@ -113,6 +115,98 @@ SCHEMAS: dict[str, Any] = {
             "events": {"type": "array", "items": {"type": "object"}},
         },
     },
+    "Run": {
+        "type": "object",
+        "required": [
+            "runId",
+            "workflowId",
+            "status",
+            "input",
+            "result",
+            "error",
+            "errors",
+            "retryCount",
+            "retriesRemaining",
+            "cancelRequested",
+            "createdAt",
+            "updatedAt",
+        ],
+        "properties": {
+            "runId": {"type": "string"},
+            "workflowId": {"type": "string"},
+            "status": {"enum": RUN_STATUSES},
+            "input": ANY,
+            "result": ANY,
+            "error": {"type": ["object", "null"]},
+            "errors": {
+                "type": "array",
+                "items": {"type": "object"},
+                "description": "Every failed attempt's error, oldest first.",
+            },
+            "retryCount": {"type": "integer", "minimum": 0},
+            "retriesRemaining": {"type": "integer", "minimum": 0},
+            "maxRetries": {"type": "integer", "minimum": 0},
+            "timeoutSecs": {"type": ["number", "null"]},
+            "cancelRequested": {"type": "boolean"},
+            "userId": {"type": ["string", "null"]},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+            "finishedAt": NULLABLE_TIME,
+        },
+    },
+    "RunDetails": {
+        "allOf": [
+            {"$ref": "#/components/schemas/Run"},
+            {
+                "type": "object",
+                "required": ["pendingInterrupts", "steps"],
+                "properties": {
+                    "pendingInterrupts": {
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/PendingInterrupt"},
+                    },
+                    "steps": {"type": "array", "items": {"$ref": "#/components/schemas/Step"}},
+                },
+            },
+        ]
+    },
+    "PendingInterrupt": {
+        "type": "object",
+        "required": ["key", "prompt", "schema", "error"],
+        "properties": {
+            "key": {"type": "string", "description": "interrupt-1, interrupt-2, …"},
+            "prompt": {"type": ["string", "null"]},
+            "schema": {
+                "type": ["object", "null"],
+                "description": "The JSON schema an answer must fit (null: anything).",
+            },
+            "error": {
+                "type": ["array", "null"],
+                "description": "Why the last answer was refused when the run checked it.",
+            },
+        },
+    },
+    "Step": {
+        "type": "object",
+        "required": ["position", "name", "ok", "result", "attempts", "startedAt", "finishedAt"],
+        "properties": {
+            "position": {"type": "integer"},
+            "name": {"type": "string"},
+            "ok": {"type": "boolean"},
+            "result": ANY,
+            "attempts": {"type": "integer"},
+            "startedAt": {"type": "string", "format": "date-time"},
+            "finishedAt": {"type": "string", "format": "date-time"},
+        },
+    },
+    "RunList": {
+        "type": "object",
+        "required": ["runs", "nextCursor"],
+        "properties": {
+            "runs": {"type": "array", "items": {"$ref": "#/components/schemas/Run"}},
+            "nextCursor": {"type": ["string", "null"]},
+        },
+    },
     "HookAnswer": {
         "type": "object",
         "required": ["outcome", "jobId"],
@@ -155,6 +249,7 @@ def _body(model: type[pydantic.BaseModel] | Any) -> dict[str, Any]:
 
 
 JOB_ID = {"name": "jobId", "in": "path", "required": True, "schema": {"type": "string"}}
+RUN_ID = {"name": "runId", "in": "path", "required": True, "schema": {"type": "string"}}
 AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 READ_ERRORS = (401, 404, 503)
 WRITE_ERRORS = (400, 401, 404, 413, 415, 422, 503)
@@ -172,6 +267,123 @@ def _action(summary: str, model: type[pydantic.BaseModel], *more_errors: int) ->
                 **_errors(*WRITE_ERRORS, *more_errors),
             },
         }
+    }
+
+
+def _run_errors(*statuses: int) -> dict[str, Any]:
+    reasons = {
+        404: "No such run (or workflow, on submit), or not one the caller may see.",
+        409: "The run is not waiting for input.",
+        422: "A field, header or query parameter is wrong; `field` names it. A refused resume "
+        "lists every problem in `errors`.",
+    }
+    answers = _errors(*statuses)
+    for status, reason in reasons.items():
+        if str(status) in answers:
+            answers[str(status)]["description"] = reason
+    return answers
+
+
+def _runs_paths() -> dict[str, Any]:
+    details = _ref("RunDetails")
+    return {
+        "/v1/runs": {
+            "get": {
+                "summary": "Workflow runs the caller may see, newest first.",
+                "security": AUTH,
+                "parameters": [
+                    _query("status", "Only runs in this status.", {"enum": RUN_STATUSES}),
+                    _query("workflow", "Only runs of this workflow.", {"type": "string"}),
+                    _query("user", "Only this user's runs (an admin's token).", {"type": "string"}),
+                    _query(
+                        "limit",
+                        "Page size, 1 to 200.",
+                        {"type": "integer", "minimum": 1, "maximum": 200},
+                    ),
+                    _query("cursor", "`nextCursor` of the previous page.", {"type": "string"}),
+                ],
+                "responses": {
+                    "200": _json(_ref("RunList"), "A page of runs."),
+                    **_run_errors(401, 422, 503),
+                },
+            },
+            "post": {
+                "summary": "Queue a run of a registered workflow for a worker.",
+                "description": "The input is checked against the workflow's input type. With "
+                "an Idempotency-Key the caller's earlier run with that key is returned (200).",
+                "security": AUTH,
+                "parameters": [
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "description": "Submit once: the same key returns the same run.",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": runs.MAX_KEY},
+                    }
+                ],
+                "requestBody": _body(runs.SubmitRun),
+                "responses": {
+                    "201": _json(details, "Queued."),
+                    "200": _json(details, "The run this Idempotency-Key made before."),
+                    **_run_errors(400, 401, 404, 413, 415, 422, 503),
+                },
+            },
+        },
+        "/v1/runs/{runId}": {
+            "get": {
+                "summary": "One run, with the questions it waits on and its checkpoints.",
+                "security": AUTH,
+                "parameters": [RUN_ID],
+                "responses": {"200": _json(details, "The run."), **_run_errors(*READ_ERRORS)},
+            },
+            "delete": {
+                "summary": "Cancel the run (a finished one is left as it is).",
+                "description": "A queued or waiting run is cancelled at once; a running one "
+                "gets `cancelRequested` and stops at its next task call.",
+                "security": AUTH,
+                "parameters": [RUN_ID],
+                "responses": {
+                    "200": _json(details, "The run after the request."),
+                    **_run_errors(*READ_ERRORS),
+                },
+            },
+        },
+        "/v1/runs/{runId}/events": {
+            "get": {
+                "summary": "The run's event log; live with Accept: text/event-stream.",
+                "description": "As a stream: `event: run` messages carry the run, `event: "
+                "event` messages a log entry with `id:` its seq; reconnect with Last-Event-ID. "
+                "The stream ends once the run has completed, failed or been cancelled.",
+                "security": AUTH,
+                "parameters": [
+                    RUN_ID,
+                    _query("after", "Only entries after this seq.", {"type": "integer"}),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The log, or its stream.",
+                        "content": {
+                            "application/json": {"schema": _ref("JobEvents")},
+                            "text/event-stream": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_run_errors(*READ_ERRORS, 422),
+                },
+            }
+        },
+        "/v1/runs/{runId}/resume": {
+            "post": {
+                "summary": "Answer a waiting run's questions by key and queue it for a worker.",
+                "description": 'The body maps keys to answers: `{"interrupt-1": …}`. Each '
+                "answer must fit its question's schema.",
+                "security": AUTH,
+                "parameters": [RUN_ID],
+                "requestBody": _body(runs.Resume),
+                "responses": {
+                    "202": _json(details, "Answers stored; the run is queued."),
+                    **_run_errors(*WRITE_ERRORS, 409),
+                },
+            }
+        },
     }
 
 
@@ -287,6 +499,7 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        **_runs_paths(),
         "/v1/sessions/{sessionId}/transcript": {
             "get": {
                 "summary": "The conversation of a session the caller has a job in.",

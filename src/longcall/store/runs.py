@@ -411,6 +411,27 @@ class RunOps(StoreCore):
         """Finish the job whose work ``run`` was; True when that made a delivery ready."""
         raise NotImplementedError
 
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow_id: str | None = None,
+        user_id: str | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """Newest first; ``before`` is the (created_at, run_id) of the last run of a page."""
+        params = {
+            "status": status.value if status else None,
+            "workflow_id": workflow_id,
+            "user_id": user_id,
+            "before_created": before[0] if before else None,
+            "before_id": before[1] if before else None,
+            "limit": limit,
+        }
+        rows = self._transact(lambda tx: tx.all("list_runs", **params), write=False)
+        return [run_from_row(r) for r in rows]
+
     def run_steps(self, run_id: str) -> list[Step]:
         rows = self._transact(lambda tx: tx.all("run_steps", run_id=run_id), write=False)
         return [_step(r) for r in rows]
@@ -480,5 +501,18 @@ class RunOps(StoreCore):
     def request_run_cancel(self, run_id: str) -> Run | None:
         """Ask for the run to be cancelled; None when it had already ended (or is unknown)."""
         now = self._now()
-        row = self._transact(lambda tx: tx.one("request_run_cancel", run_id=run_id, now=now))
-        return None if row is None else run_from_row(row)
+        woke: list[bool] = []
+
+        def work(tx: Tx) -> Run | None:
+            row = tx.one("request_run_cancel", run_id=run_id, now=now)
+            if row is None:
+                return None
+            run = run_from_row(row)
+            if run.status is RunStatus.CANCELLED and run.job_id is not None:
+                woke.append(self._run_ended_in(tx, run, now))  # a queued or waiting run
+            return run
+
+        cancelled = self._transact(work)
+        if any(woke):
+            self._after_ready()
+        return cancelled

@@ -50,12 +50,13 @@ class RunWorker:
         self.holder = holder or f"{app.holder}/runs"
         self.active: dict[str, asyncio.Task[Run]] = {}
         self._cancel_seen: dict[str, float] = {}
+        self._wake = asyncio.Event()
         self.executed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and execute until ``stop`` is set; then let the runs in hand finish."""
         loop = asyncio.get_running_loop()
-        wake = asyncio.Event()
+        self._wake = wake = asyncio.Event()
 
         def queued() -> None:
             loop.call_soon_threadsafe(wake.set)
@@ -106,6 +107,7 @@ class RunWorker:
         self.active.pop(run_id, None)
         self._cancel_seen.pop(run_id, None)
         self.executed += 1
+        self._wake.set()  # a free slot: look for the next run now, not at the next poll
 
     async def _execute(self, held: Held) -> Run:
         run = held[0]

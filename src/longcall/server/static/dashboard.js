@@ -49,28 +49,41 @@ function say(message, isError = false) {
   box.className = isError ? 'outcome error' : 'outcome';
 }
 
-async function api(path, body) {
-  const options = { credentials: 'same-origin', headers: { 'content-type': 'application/json' } };
-  if (body !== undefined) Object.assign(options, { method: 'POST', body: JSON.stringify(body) });
+// A refusal that lists several problems (a resume's answers) names each one's field.
+function problem(data, response) {
+  const error = data?.error;
+  if (error?.errors?.length) {
+    return error.errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)).join('; ');
+  }
+  return error?.message ?? `${response.status} ${response.statusText}`;
+}
+
+async function api(path, body, method = body === undefined ? 'GET' : 'POST') {
+  const options = {
+    method, credentials: 'same-origin', headers: { 'content-type': 'application/json' },
+  };
+  if (body !== undefined) options.body = JSON.stringify(body);
   const response = await fetch(path, options);
   if (response.status === 401) {
     location.assign('/login');
     throw new Error('The login has expired or the token was revoked.');
   }
   const data = await response.json().catch(() => null);
-  if (!response.ok) {
-    throw new Error(data?.error?.message ?? `${response.status} ${response.statusText}`);
-  }
+  if (!response.ok) throw new Error(problem(data, response));
   return data;
 }
 
 // EventSource retries a dropped connection by itself (with Last-Event-ID) but gives up on a
 // refused one, so this reopens it. `handlers` maps an event name to what to do with its data;
-// onOpen catches up on whatever happened while the stream was not connected.
+// onOpen catches up on whatever happened while the stream was not connected. The returned
+// function closes the stream for good (a run's stream ends once the run has).
 function stream(url, handlers, onOpen = async () => {}) {
   const live = document.getElementById('live');
+  let source = null;
+  let closed = false;
   const connect = () => {
-    const source = new EventSource(url);
+    if (closed) return;
+    source = new EventSource(url);
     for (const [kind, handle] of Object.entries(handlers)) {
       source.addEventListener(kind, (event) => handle(JSON.parse(event.data)));
     }
@@ -80,12 +93,19 @@ function stream(url, handlers, onOpen = async () => {}) {
       onOpen().catch((error) => say(error.message, true));
     });
     source.addEventListener('error', () => {
+      if (closed) return;
       live.textContent = 'reconnecting…';
       live.className = 'live';
       if (source.readyState === EventSource.CLOSED) setTimeout(connect, 5000);
     });
   };
   connect();
+  return (text) => {
+    closed = true;
+    source?.close();
+    live.textContent = text;
+    live.className = 'live';
+  };
 }
 
 function haystack(job) {
@@ -266,5 +286,202 @@ function jobPage() {
   stream(`${path}/events`, { job: show, event: addEvent });
 }
 
+// -- runs ------------------------------------------------------------------------------------
+
+const TERMINAL = ['completed', 'failed', 'cancelled'];
+
+function runsPage() {
+  const rows = document.getElementById('runs');
+  const empty = document.getElementById('empty');
+  const live = document.getElementById('live');
+  const status = main.dataset.status;
+
+  function row(run) {
+    const link = el('a', '', run.runId);
+    link.href = `/runs/${encodeURIComponent(run.runId)}`;
+    const tr = rowOf([
+      link, run.workflowId, badge('status', run.status), shown('userId', run.userId),
+      `${run.retryCount}/${run.maxRetries}`, shown('createdAt', run.createdAt),
+      shown('updatedAt', run.updatedAt),
+    ]);
+    tr.dataset.runId = run.runId;
+    tr.dataset.updated = run.updatedAt;
+    return tr;
+  }
+
+  // Polls the newest page: a run's story changes too often for a table row to need more.
+  async function refresh() {
+    const query = new URLSearchParams({ limit: '100' });
+    if (status) query.set('status', status);
+    try {
+      const { runs } = await api(`/v1/runs?${query}`);
+      const old = new Map([...rows.rows].map((r) => [r.dataset.runId, r]));
+      const fresh = runs.map((run) => {
+        const before = old.get(run.runId);
+        if (before && before.dataset.updated === run.updatedAt) return before;
+        const made = row(run);
+        made.className = 'changed';
+        return made;
+      });
+      rows.replaceChildren(...fresh);
+      empty.hidden = fresh.length > 0;
+      live.textContent = 'live';
+      live.className = 'live on';
+    } catch (error) {
+      live.textContent = 'reconnecting…';
+      live.className = 'live';
+    }
+  }
+  if (main.dataset.newest) {
+    refresh();
+    setInterval(refresh, 2000);
+  } else {
+    live.textContent = 'older runs';
+  }
+}
+
+// An answer from the inputs the server built from the question's schema (dashboard.py).
+function answersOf(form) {
+  const body = {};
+  for (const input of form.querySelectorAll('[data-key]:not(fieldset)')) {
+    const { key, prop, kind } = input.dataset;
+    const required = 'required' in input.dataset;
+    let value;
+    if (kind === 'boolean') {
+      value = input.checked;
+    } else if (kind === 'enum') {
+      value = JSON.parse(input.value);
+    } else if (kind === 'number' || kind === 'integer') {
+      if (input.value.trim() === '') continue;
+      value = Number(input.value);
+    } else if (kind === 'json') {
+      try {
+        value = JSON.parse(input.value);
+      } catch {
+        throw new Error(`The answer to ${key} is not valid JSON.`);
+      }
+    } else {
+      if (input.value === '' && prop && !required) continue;
+      value = input.value;
+    }
+    if (prop) {
+      body[key] = body[key] ?? {};
+      body[key][prop] = value;
+    } else {
+      body[key] = value;
+    }
+  }
+  // An object whose properties are all optional and left empty is still an answer.
+  for (const fieldset of form.querySelectorAll('fieldset[data-key]')) {
+    if (!(fieldset.dataset.key in body)) body[fieldset.dataset.key] = {};
+  }
+  return body;
+}
+
+function runPage() {
+  let run = JSON.parse(main.dataset.run);
+  const path = main.dataset.path;
+  const log = document.getElementById('log');
+  const steps = document.getElementById('steps');
+  const errors = document.getElementById('errors');
+  const resume = document.getElementById('resume');
+  const cancel = document.getElementById('cancel');
+  const answer = document.getElementById('answer');
+  let lastSeq = Math.max(0, ...[...log.rows].map((r) => Number(r.cells[0].textContent)));
+  let close = () => {};
+
+  const pendingKey = (r) => JSON.stringify(r.pendingInterrupts.map((p) => [p.key, p.error]));
+
+  function show(fresh) {
+    if (older(fresh.updatedAt, run.updatedAt)) return;
+    run = fresh;
+    for (const node of main.querySelectorAll('[data-field]')) {
+      const field = node.dataset.field;
+      node.textContent = shown(field, run[field]);
+      if (node.classList.contains('badge')) node.className = `badge ${field}-${run[field]}`;
+    }
+    errors.replaceChildren(...run.errors.map((e) => {
+      const li = el('li');
+      li.append(el('code', '', compact(e)));
+      return li;
+    }));
+    steps.replaceChildren(...run.steps.map((s) => rowOf([
+      String(s.position), s.name, s.ok ? 'ok' : 'failed', String(s.attempts),
+      el('code', '', compact(s.result)), shown('finishedAt', s.finishedAt),
+    ])));
+    cancel.querySelector('fieldset').disabled = TERMINAL.includes(run.status);
+    if (pendingKey(run) !== main.dataset.pending) {
+      // The run asks something else now: the form is built by the server from its schema.
+      if (run.pendingInterrupts.length) {
+        location.reload();
+      } else {
+        main.dataset.pending = pendingKey(run);
+        answer.replaceChildren(el('h3', '', 'Answer and resume'),
+          el('p', 'note', 'The run is not waiting for an answer.'));
+      }
+    }
+    if (TERMINAL.includes(run.status)) close('finished');
+  }
+
+  function addEvent(event) {
+    if (event.seq <= lastSeq) return;
+    lastSeq = event.seq;
+    const code = el('code', '', compact(event.data));
+    log.append(rowOf([String(event.seq), shown('createdAt', event.createdAt), event.kind, code],
+      'changed'));
+  }
+
+  if (resume) {
+    const code = resume.querySelector('.curl code');
+    const refresh = () => {
+      try {
+        code.textContent = curl(`${location.origin}${path}/resume`, answersOf(resume));
+      } catch (error) {
+        code.textContent = `# ${error.message}`;
+      }
+    };
+    resume.addEventListener('input', refresh);
+    resume.addEventListener('change', refresh);
+    resume.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const button = resume.querySelector('button');
+      button.disabled = true;
+      try {
+        const queued = await api(`${path}/resume`, answersOf(resume));
+        say(`Answered; the run is ${queued.status}.`);
+        show(queued);
+      } catch (error) {
+        say(error.message, true);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    refresh();
+  }
+
+  cancel.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    try {
+      const after = await api(path, undefined, 'DELETE');
+      const note = after.cancelRequested && !TERMINAL.includes(after.status)
+        ? '; it stops at its next task call' : '';
+      say(`The run is ${after.status}${note}.`);
+      show(after);
+    } catch (error) {
+      say(error.message, true);
+    }
+  });
+
+  // Opens with the run as it is now, then sends each new log entry and each change; it ends
+  // once the run has completed, failed or been cancelled.
+  if (TERMINAL.includes(run.status)) {
+    document.getElementById('live').textContent = 'finished';
+  } else {
+    close = stream(`${path}/events?after=${lastSeq}`, { run: show, event: addEvent });
+  }
+}
+
 if (main?.dataset.page === 'jobs') jobsPage();
 if (main?.dataset.page === 'job') jobPage();
+if (main?.dataset.page === 'runs') runsPage();
+if (main?.dataset.page === 'run') runPage();

@@ -257,3 +257,5 @@ CREATE TABLE lc_cron_fires (
     created_at  DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (cron_id, fire_at)
 );
+-- Old occurrences are pruned by age.
+CREATE INDEX lc_cron_fires_created ON lc_cron_fires (created_at);

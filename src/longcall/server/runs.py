@@ -1,0 +1,404 @@
+"""``/v1/runs``: background workflow runs over HTTP: submit, inspect, list, follow, resume, cancel.
+
+A user's token submits runs for that user and sees only that user's runs: any other run
+answers 404, exactly as a run that does not exist; an admin's token sees every run. Runs are
+executed by workers (``longcall worker --app``, ``longcall serve --app``); the server only
+queues them, so it needs the App whose workflows it accepts (``app.workflows.registry``).
+
+Choices a client can rely on:
+
+* ``POST /v1/runs`` answers 201 with a new run, 200 with the run an ``Idempotency-Key``
+  made before (the key is the caller's own: another user's identical key is another run). The
+  same key with another workflow or input is refused with 422 and queues nothing.
+* ``DELETE /v1/runs/{runId}`` always answers 200 with the run: cancelled at once when it was
+  queued or waiting, ``cancelRequested`` while a running one reaches its next task call, and
+  unchanged when it had finished already (``status`` says which).
+* ``POST /v1/runs/{runId}/resume`` checks each answer against the JSON schema of the question
+  it answers before anything is stored (422 with every problem, the run still waiting), then
+  queues the run for a worker: 202. An answer to a question not asked yet is stored as it is;
+  the run checks it when it gets there.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Annotated, Any
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from longcall.app import App
+from longcall.errors import (
+    InvalidResume,
+    RunNotFound,
+    RunStateError,
+    WorkflowNotFound,
+)
+from longcall.server.auth import Principal
+from longcall.server.errors import error
+from longcall.server.events import _stream, _ticks, message, wants_stream
+from longcall.server.jobs import MAX_DEADLINE, Handler, _Body, authorized, body_of, iso
+from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.workflows.engine import KEY
+
+MAX_KEY = 255  # characters in an Idempotency-Key
+STATUSES = [s.value for s in RunStatus]
+
+
+# -- JSON shapes ------------------------------------------------------------------------------
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """A run as the API lists it (camelCase, ISO 8601 times)."""
+    return {
+        "runId": run.run_id,
+        "workflowId": run.workflow_id,
+        "status": run.status.value,
+        "input": run.input,
+        "result": run.result,
+        "error": run.error,
+        "errors": run.errors,
+        "retryCount": run.attempts,
+        "retriesRemaining": max(0, run.max_retries - run.attempts),
+        "maxRetries": run.max_retries,
+        "timeoutSecs": run.timeout_secs,
+        "cancelRequested": run.cancel_requested,
+        "userId": run.user_id,
+        "createdAt": iso(run.created_at),
+        "updatedAt": iso(run.updated_at),
+        "finishedAt": iso(run.finished_at),
+    }
+
+
+def pending(run: Run, interrupts: Mapping[str, Interrupt]) -> list[Interrupt]:
+    """The questions a waiting run waits on, in the order it asked them."""
+    if run.status is not RunStatus.WAITING_INPUT:
+        return []
+    asked = [i for i in interrupts.values() if i.asked_at is not None and not i.answered]
+    return sorted(asked, key=lambda i: int(i.key.rsplit("-", 1)[1]) if KEY.match(i.key) else 0)
+
+
+def interrupt_json(interrupt: Interrupt) -> dict[str, Any]:
+    return {
+        "key": interrupt.key,
+        "prompt": interrupt.prompt,
+        "schema": interrupt.schema,
+        "error": interrupt.error,
+    }
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    return {
+        "position": step.position,
+        "name": step.name,
+        "ok": step.ok,
+        "result": step.result,
+        "attempts": step.attempts,
+        "startedAt": iso(step.started_at),
+        "finishedAt": iso(step.finished_at),
+    }
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "kind": event.kind,
+        "data": event.data,
+        "createdAt": iso(event.created_at),
+    }
+
+
+def details_json(app: App, run: Run) -> dict[str, Any]:
+    """The run with its pending questions and its task checkpoints (blocking: two queries)."""
+    interrupts = app.store.run_interrupts(run.run_id)
+    return {
+        **run_json(run),
+        "pendingInterrupts": [interrupt_json(i) for i in pending(run, interrupts)],
+        "steps": [step_json(s) for s in app.store.run_steps(run.run_id)],
+    }
+
+
+def answer_problems(
+    interrupts: Mapping[str, Interrupt], values: Mapping[str, Any]
+) -> list[dict[str, str]]:
+    """Answers that do not fit the JSON schema of the question they answer, as
+    ``{"key", "path", "message"}`` (the shape of :class:`~longcall.errors.InvalidResume`).
+
+    Checked with a Draft 2020-12 validator; a question without a schema takes anything, and
+    so does one not asked yet (the run checks that answer when it asks).
+    """
+    # jsonschema ships no type information (typeshed's types-jsonschema has it).
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    problems: list[dict[str, str]] = []
+    for key, value in values.items():
+        asked = interrupts.get(key)
+        if asked is None or asked.schema is None:
+            continue
+        try:
+            validator = Draft202012Validator(asked.schema)
+            found = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
+        except SchemaError:  # not a schema this validator reads: the run checks the answer
+            continue
+        problems += [
+            {"key": key, "path": ".".join(str(p) for p in e.absolute_path), "message": e.message}
+            for e in found
+        ]
+    return problems
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+
+class SubmitRun(_Body):
+    workflow_id: Annotated[str, pydantic.Field(alias="workflowId", min_length=1, max_length=200)]
+    input: Any = None
+    timeout_secs: Annotated[
+        float | None, pydantic.Field(alias="timeoutSecs", gt=0, le=MAX_DEADLINE)
+    ] = None
+    max_retries: Annotated[int, pydantic.Field(alias="maxRetries", ge=0, le=100)] = 0
+    user_id: Annotated[str | None, pydantic.Field(alias="userId", min_length=1)] = None
+
+
+class Resume(pydantic.RootModel[dict[str, Any]]):
+    """Answers by continuation key: ``{"interrupt-1": value, …}``."""
+
+
+def visible(who: Principal, run: Run) -> bool:
+    return who.admin or (run.user_id is not None and run.user_id == who.user_id)
+
+
+async def visible_run(app: App, who: Principal, run_id: str) -> Run:
+    """The run, if the caller may see it; RunNotFound (404) otherwise, either way."""
+    run = await app.in_thread(app.store.get_run, run_id)
+    if not visible(who, run):
+        raise RunNotFound(run_id)
+    return run
+
+
+def runs_authorized(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """:func:`~longcall.server.jobs.authorized`, with an unknown run answered 404."""
+
+    async def inner(request: Request, app: App, who: Principal) -> Response:
+        try:
+            return await handler(request, app, who)
+        except RunNotFound as exc:
+            return error(404, "run_not_found", str(exc), "runId")
+
+    return authorized(inner)
+
+
+def _idempotency_key(request: Request, owner: str | None) -> str | Response | None:
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= MAX_KEY:
+        message = f"an Idempotency-Key has 1 to {MAX_KEY} characters"
+        return error(422, "invalid_header", message, "Idempotency-Key")
+    # Keys are per owner: two users choosing the same key get a run each.
+    return "http:" + json.dumps([owner, key], separators=(",", ":"))
+
+
+async def submit(request: Request, app: App, who: Principal) -> Response:
+    body = await body_of(request, SubmitRun)
+    if isinstance(body, Response):
+        return body
+    if not who.admin and body.user_id not in (None, who.user_id):
+        return error(422, "invalid_body", "a user's token submits runs for that user", "userId")
+    owner = body.user_id or who.user_id
+    key = _idempotency_key(request, owner)
+    if isinstance(key, Response):
+        return key
+    try:
+        workflow = app.workflows.resolve(body.workflow_id)
+    except WorkflowNotFound as exc:
+        return error(404, "workflow_not_found", str(exc), "workflowId")
+    try:
+        encoded = workflow.encode_input(body.input)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(["input", *(str(p) for p in first["loc"])])
+        return error(422, "invalid_input", first["msg"], field)
+    run, created = await app.in_thread(
+        app.submit_run,
+        workflow,
+        encoded,
+        idempotency_key=key,
+        max_retries=body.max_retries,
+        timeout=body.timeout_secs,
+        user_id=owner,
+    )
+    if not created and (run.workflow_id != workflow.workflow_id or run.input != encoded):
+        message = "this Idempotency-Key was used for another workflow or input"
+        return error(422, "idempotency_key_reused", message, "Idempotency-Key")
+    data = await app.in_thread(details_json, app, run)
+    return JSONResponse(data, status_code=201 if created else 200)
+
+
+def _whole(text: str) -> bool:
+    """A whole number a database can compare with (not "²", not 30 digits long)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def _cursor(run: Run) -> str:
+    return base64.urlsafe_b64encode(json.dumps([run.created_at, run.run_id]).encode()).decode()
+
+
+def _read_cursor(text: str) -> tuple[float, str] | None:
+    try:
+        created, run_id = json.loads(base64.urlsafe_b64decode(text.encode()))
+        return float(created), str(run_id)
+    except (ValueError, TypeError, binascii.Error):
+        return None
+
+
+async def list_(request: Request, app: App, who: Principal) -> Response:
+    q = request.query_params
+    status = q.get("status")
+    if status is not None and status not in STATUSES:
+        return error(422, "invalid_query", f"unknown status {status!r}", "status")
+    for name in ("workflow", "user"):
+        if "\x00" in q.get(name, ""):
+            return error(422, "invalid_query", "no NUL characters here", name)
+    limit_text = q.get("limit", "50")
+    if not _whole(limit_text) or not 1 <= int(limit_text) <= 200:
+        return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
+    before = None
+    if "cursor" in q:
+        before = _read_cursor(q["cursor"])
+        if before is None or "\x00" in before[1]:
+            return error(422, "invalid_query", "the cursor is not one this API gave", "cursor")
+    user = None if who.admin else who.user_id
+    if who.admin and q.get("user"):
+        user = q["user"]
+    limit = int(limit_text)
+    runs = await app.in_thread(
+        app.store.list_runs,
+        status=RunStatus(status) if status else None,
+        workflow_id=q.get("workflow"),
+        user_id=user,
+        before=before,
+        limit=limit,
+    )
+    next_cursor = _cursor(runs[-1]) if len(runs) == limit else None
+    return JSONResponse({"runs": [run_json(r) for r in runs], "nextCursor": next_cursor})
+
+
+async def get(request: Request, app: App, who: Principal) -> Response:
+    run = await visible_run(app, who, request.path_params["run_id"])
+    return JSONResponse(await app.in_thread(details_json, app, run))
+
+
+async def cancel(request: Request, app: App, who: Principal) -> Response:
+    run = await visible_run(app, who, request.path_params["run_id"])
+    cancelled = await app.in_thread(app.cancel_run, run.run_id)
+    return JSONResponse(await app.in_thread(details_json, app, cancelled))
+
+
+def _invalid(problems: list[dict[str, str]]) -> Response:
+    errors = [
+        {
+            "field": p["key"] + (f".{p['path']}" if p["path"] else "") or None,
+            "message": p["message"],
+        }
+        for p in problems
+    ]
+    first = errors[0]
+    return JSONResponse(
+        {
+            "error": {
+                "code": "invalid_resume",
+                "message": first["message"],
+                "field": first["field"],
+                "errors": errors,
+            }
+        },
+        status_code=422,
+    )
+
+
+async def resume(request: Request, app: App, who: Principal) -> Response:
+    run = await visible_run(app, who, request.path_params["run_id"])
+    body = await body_of(request, Resume)
+    if isinstance(body, Response):
+        return body
+    values = body.root
+    if run.status is not RunStatus.WAITING_INPUT:
+        message = f"run {run.run_id!r} is {run.status.value}, not waiting for input"
+        return error(409, "run_not_waiting", message, "runId")
+    interrupts = await app.in_thread(app.store.run_interrupts, run.run_id)
+    try:
+        app.workflows.check_answers(run, interrupts, values)
+    except InvalidResume as exc:
+        return _invalid(exc.errors)
+    problems = answer_problems(interrupts, values)
+    if problems:
+        return _invalid(problems)
+    try:
+        # Checks again in its transaction: the run may have moved on since it was read.
+        queued = await app.in_thread(app.answer_run, run.run_id, values)
+    except RunStateError as exc:
+        return error(409, "run_not_waiting", str(exc), "runId")
+    except InvalidResume as exc:
+        return _invalid(exc.errors)
+    return JSONResponse(await app.in_thread(details_json, app, queued), status_code=202)
+
+
+async def events(request: Request, app: App, who: Principal) -> Response:
+    """``GET /v1/runs/{runId}/events``: the event log as JSON, or live until the run ends.
+
+    As a stream: ``event: run`` carries the run (with its questions and checkpoints) when it
+    opens and each time it changes, ``event: event`` a log entry with ``id:`` its seq. After
+    the run completes, fails or is cancelled the stream sends what is left and ends.
+    """
+    run = await visible_run(app, who, request.path_params["run_id"])
+    start = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    if not _whole(start):
+        return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
+    if not wants_stream(request):
+        found = await app.in_thread(app.store.run_events, run.run_id, after=int(start))
+        return JSONResponse({"events": [event_json(e) for e in found]})
+
+    def look(after: int) -> tuple[list[RunEvent], Run, int]:
+        found = app.store.run_events(run.run_id, after=after)
+        current = app.store.get_run(run.run_id)
+        return found, current, len(app.store.run_steps(run.run_id))
+
+    async def messages() -> AsyncIterator[bytes]:
+        after, seen = int(start), (-1.0, -1)
+        async for keepalive in _ticks(request):
+            found, current, steps = await app.in_thread(look, after)
+            if current.status.terminal:
+                # Events committed after the read above but before the run ended.
+                found += await app.in_thread(
+                    app.store.run_events, run.run_id, after=found[-1].seq if found else after
+                )
+            for event in found:
+                after = event.seq
+                yield message("event", event_json(event), str(event.seq))
+            sent = bool(found)
+            if (current.updated_at, steps) != seen:
+                seen, sent = (current.updated_at, steps), True
+                yield message("run", await app.in_thread(details_json, app, current))
+            if current.status.terminal:
+                return
+            if keepalive and not sent:
+                yield b": keepalive\n\n"
+
+    return _stream(request, messages())
+
+
+ROUTES = [
+    Route("/v1/runs", runs_authorized(list_), methods=["GET"]),
+    Route("/v1/runs", runs_authorized(submit), methods=["POST"]),
+    Route("/v1/runs/{run_id:path}/events", runs_authorized(events), methods=["GET"]),
+    Route("/v1/runs/{run_id:path}/resume", runs_authorized(resume), methods=["POST"]),
+    Route("/v1/runs/{run_id:path}", runs_authorized(get), methods=["GET"]),
+    Route("/v1/runs/{run_id:path}", runs_authorized(cancel), methods=["DELETE"]),
+]

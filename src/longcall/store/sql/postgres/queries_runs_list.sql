@@ -1,0 +1,13 @@
+-- Listing workflow runs (the API's GET /v1/runs and `longcall runs list`).
+-- Every name here exists in sqlite/queries_runs_list.sql too.
+
+-- name: list_runs
+-- Newest first; ``before_*`` is the (created_at, run_id) of the last run of the previous page.
+SELECT * FROM lc_runs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(workflow_id)s::text IS NULL OR workflow_id = %(workflow_id)s)
+  AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
+  AND (%(before_created)s::float8 IS NULL OR created_at < %(before_created)s
+       OR (created_at = %(before_created)s AND run_id < %(before_id)s))
+ORDER BY created_at DESC, run_id DESC
+LIMIT %(limit)s;

@@ -1,0 +1,13 @@
+-- Listing workflow runs (the API's GET /v1/runs and `longcall runs list`).
+-- Every name here exists in postgres/queries_runs_list.sql too.
+
+-- name: list_runs
+-- Newest first; ``before_*`` is the (created_at, run_id) of the last run of the previous page.
+SELECT * FROM lc_runs
+WHERE (:status IS NULL OR status = :status)
+  AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
+  AND (:user_id IS NULL OR user_id = :user_id)
+  AND (:before_created IS NULL OR created_at < :before_created
+       OR (created_at = :before_created AND run_id < :before_id))
+ORDER BY created_at DESC, run_id DESC
+LIMIT :limit;
