@@ -151,6 +151,9 @@ def _interrupt(row: Row) -> Interrupt:
     )
 
 
+# The error a cancelled run ends with, wherever it was when it was cancelled.
+CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
+
 # Workers listen here (PostgreSQL) for runs to execute; others poll.
 RUNS_CHANNEL = "longcall_runs"
 
@@ -504,7 +507,7 @@ class RunOps(StoreCore):
         woke: list[bool] = []
 
         def work(tx: Tx) -> Run | None:
-            row = tx.one("request_run_cancel", run_id=run_id, now=now)
+            row = tx.one("request_run_cancel", run_id=run_id, error=dumps(CANCELLED), now=now)
             if row is None:
                 return None
             run = run_from_row(row)

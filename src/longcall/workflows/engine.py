@@ -16,6 +16,7 @@ import copy
 import hashlib
 import inspect
 import json
+import logging
 import random
 import re
 import threading
@@ -35,6 +36,8 @@ from longcall.workflows.state import State
 
 if TYPE_CHECKING:
     from longcall.app import App
+
+log = logging.getLogger("longcall.workflows")
 
 KEY = re.compile(r"^interrupt-[1-9][0-9]*$")
 
@@ -275,7 +278,12 @@ class Execution:
                 self._beat = None
 
     def _heartbeat(self) -> None:
-        self.renew()
+        try:
+            self.renew()
+        except Exception:
+            # One failed renewal (the database busy or away for a moment) must not end the
+            # heartbeat: the lease has two more beats before it runs out.
+            log.warning("renewing the lease on run %s failed", self.run.run_id, exc_info=True)
         with self._lock:
             if self._beat is not None and not self.lost:
                 self._beat = threading.Timer(self.lease / 3, self._heartbeat)

@@ -27,7 +27,7 @@ from longcall.errors import (
     WorkflowError,
 )
 from longcall.jobs import parse_duration
-from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.store.runs import CANCELLED, Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.engine import (
     KEY,
     Cancelled,
@@ -123,7 +123,6 @@ class RunDetails:
         return [i for i in self.interrupts if i.asked_at is not None and not i.answered]
 
 
-CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
 # Failures a retry would only repeat.
 NOT_RETRIED = frozenset({"NonDeterminismError", "WorkflowNotFound"})
 

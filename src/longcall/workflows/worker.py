@@ -22,8 +22,8 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from longcall.jobs import parse_duration
-from longcall.store.runs import RUNS_CHANNEL, Run, RunStatus
-from longcall.workflows.runs import CANCELLED, Held
+from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Run, RunStatus
+from longcall.workflows.runs import Held
 
 if TYPE_CHECKING:
     from longcall.app import App

@@ -98,6 +98,7 @@ SELECT * FROM lc_run_events WHERE run_id = %(run_id)s AND seq > %(after)s ORDER 
 -- Asked for on any process; a queued or waiting run ends at once, a running one at its holder.
 UPDATE lc_runs SET cancel_requested = TRUE, updated_at = lc_now(%(now)s),
     status = CASE WHEN status IN ('queued', 'waiting_input') THEN 'cancelled' ELSE status END,
+    error = CASE WHEN status IN ('queued', 'waiting_input') THEN %(error)s::jsonb ELSE error END,
     finished_at = CASE WHEN status IN ('queued', 'waiting_input') THEN lc_now(%(now)s)
                        ELSE finished_at END,
     holder = CASE WHEN status IN ('queued', 'waiting_input') THEN NULL ELSE holder END

@@ -89,6 +89,7 @@ SELECT * FROM lc_run_events WHERE run_id = :run_id AND seq > :after ORDER BY seq
 -- Asked for on any process; a queued or waiting run ends at once, a running one at its holder.
 UPDATE lc_runs SET cancel_requested = 1, updated_at = :now,
     status = CASE WHEN status IN ('queued', 'waiting_input') THEN 'cancelled' ELSE status END,
+    error = CASE WHEN status IN ('queued', 'waiting_input') THEN :error ELSE error END,
     finished_at = CASE WHEN status IN ('queued', 'waiting_input') THEN :now ELSE finished_at END,
     holder = CASE WHEN status IN ('queued', 'waiting_input') THEN NULL ELSE holder END
 WHERE run_id = :run_id AND status IN ('queued', 'running', 'waiting_input')
