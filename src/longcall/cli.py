@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from longcall.cli_cron import cron
 from longcall.cli_jobs import jobs
 from longcall.cli_runs import runs
 from longcall.cli_support import (
@@ -262,6 +263,7 @@ def worker(app_spec: str, agent_spec: str | None, lease: str, poll: str, concurr
 
 main.add_command(jobs)
 main.add_command(runs)
+main.add_command(cron)
 
 
 @main.command()

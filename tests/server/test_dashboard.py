@@ -428,3 +428,124 @@ def answer_through_the_form(page: Any, served: Served) -> None:
     expect(page.locator("#live")).to_have_text("finished")
     assert page.locator("b").count() == 0
     assert served.app.store.get_run(run_id).result == answer
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+
+def create_schedule(served: Served, name: str) -> dict[str, Any]:
+    """A yearly schedule of alice's refund (it never fires during a test by itself)."""
+    body = {
+        "name": name,
+        "workflowId": "refund",
+        "cronExpression": "@yearly",
+        "timezone": "Europe/Berlin",
+        "input": {"id": "nightly"},
+        "concurrencyPolicy": "skip",
+    }
+    answer = served.api.post("/v1/cron", json=body)
+    assert answer.status_code == 201, answer.text
+    return dict(answer.json())
+
+
+def test_the_schedule_pages_show_it_and_each_curl_command_does_what_its_button_does(
+    served: Served,
+) -> None:
+    """The table and the page show the schedule (markup in its name as text) with its next five
+    fire times; the pause, trigger and delete commands, run by the shell, pause it, start a run
+    and delete it; bob gets 404."""
+    cron = create_schedule(served, MARKUP_ID)
+    cron_id = cron["cronId"]
+    listed = served.page("/schedules")
+    assert listed.status_code == 200 and f'href="/schedules/{cron_id}"' in listed.text
+    assert "<script>alert" not in listed.text and html.escape(MARKUP_ID) in listed.text
+    assert "@yearly" in listed.text and "Europe/Berlin" in listed.text
+    page = served.page(f"/schedules/{cron_id}")
+    assert page.status_code == 200 and "<script>alert" not in page.text
+    assert 'href="/schedules">Schedules</a>' in page.text  # the header links here
+    upcoming = re.search(r'<tbody id="next">(.*?)</tbody>', page.text, re.S)
+    assert upcoming is not None and upcoming[1].count("<tr>") == 5
+    assert "-01-01 00:00:00 +01:00" in upcoming[1]  # midnight of New Year in Berlin
+
+    def command(form: str) -> str:
+        found = re.search(rf'<form class="action" id="{form}">(.*?)</form>', page.text, re.S)
+        assert found is not None, f"no {form} form"
+        code = re.search(r'<pre class="curl"><code>(.*?)</code></pre>', found[1], re.S)
+        assert code is not None, f"no curl command beside {form}"
+        return html.unescape(code[1])
+
+    url = f"{served.url}/v1/cron/{cron_id}"
+    assert command("pause") == (
+        f"curl -X PATCH '{url}' \\\n"
+        '  -H "Authorization: Bearer $LONGCALL_TOKEN" \\\n'
+        "  -H 'Content-Type: application/json' \\\n"
+        "  -d '{\"paused\":true}'"
+    )
+    assert command("resume").endswith("-d '{\"paused\":false}'")
+    assert command("trigger") == (
+        f"curl -X POST '{url}/trigger' \\\n  -H \"Authorization: Bearer $LONGCALL_TOKEN\""
+    )
+
+    def run(line: str) -> str:
+        env = {**os.environ, "LONGCALL_TOKEN": served.token}
+        shell = ["bash", "-c", line + " --silent --show-error --fail"]
+        done = subprocess.run(shell, env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert json.loads(run(command("pause")))["paused"] is True
+    assert served.app.store.get_cron(cron_id).paused is True
+    triggered = json.loads(run(command("trigger")))
+    assert triggered["outcome"] == "triggered"
+    assert served.app.store.get_run(triggered["runId"]).cron_id == cron_id
+
+    bob = served.app.store.create_token(user_id="bob")[1]
+    assert httpx.get(f"{served.url}/schedules/{cron_id}", cookies={COOKIE: bob}).status_code == 404
+    assert cron_id not in httpx.get(f"{served.url}/schedules", cookies={COOKIE: bob}).text
+
+    assert run(command("delete")) == ""
+    assert served.page(f"/schedules/{cron_id}").status_code == 404
+
+
+def test_a_schedule_is_paused_then_run_from_its_page(page: Any, served: Served) -> None:
+    """From the header to the schedule: Pause pauses it and the buttons follow; Run now starts a
+    run (a second one is skipped while it waits), listed with a link to the run's page."""
+    from playwright.sync_api import expect
+
+    cron_id = create_schedule(served, "nightly")["cronId"]
+    page.get_by_role("link", name="Schedules", exact=True).click()
+    link = page.get_by_role("link", name="nightly", exact=True)
+    expect(link).to_be_visible(timeout=5000)
+    expect(page.locator("#schedules tr", has=link).locator(".badge")).to_have_text("active")
+    link.click()
+    expect(page.locator("#live")).to_have_text("live", timeout=5000)
+    expect(page.locator("#next tr")).to_have_count(5)
+    expect(page.locator("#resume button")).to_be_disabled()
+
+    page.get_by_role("button", name="Pause", exact=True).click()
+    expect(page.locator("h1 .badge")).to_have_text("paused", timeout=5000)
+    expect(page.locator("#outcome")).to_have_text("Paused: nothing fires until it is resumed.")
+    expect(page.locator("#pause button")).to_be_disabled()
+    expect(page.locator("#resume button")).to_be_enabled()
+    assert served.app.store.get_cron(cron_id).paused is True  # Playwright's loop runs here
+
+    page.get_by_role("button", name="Run now", exact=True).click()
+    expect(page.locator("#outcome")).to_contain_text("Started run run-", timeout=5000)
+    first = page.locator("#fires tr").first
+    expect(first.locator(".badge")).to_have_text("triggered")
+    expect(page.locator("dd [data-field=executionCount]")).to_have_text("1")
+    run_link = first.get_by_role("link")
+    run_id = run_link.inner_text()
+    assert served.app.store.get_run(run_id).cron_id == cron_id
+    expect(page.locator("dd [data-field=activeRunCount]")).to_have_text("1")
+
+    page.get_by_role("button", name="Run now", exact=True).click()
+    expect(page.locator("#outcome")).to_have_text(
+        "Skipped: a run of this schedule is still active.", timeout=5000
+    )
+    expect(page.locator("#fires tr").first.locator(".badge")).to_have_text("trigger_skipped")
+    expect(page.locator("dd [data-field=executionCount]")).to_have_text("1")
+
+    page.locator("#fires").get_by_role("link", name=run_id).click()
+    expect(page.locator("h1")).to_contain_text(run_id)
+    expect(page.locator("h1 .badge")).to_have_text("waiting_input", timeout=10000)

@@ -32,7 +32,8 @@ def service(url: str) -> tuple[longcall.App, Any, str]:
     def greet(name: str, ctx: longcall.TaskContext) -> str:
         return f"hello {name}" if ctx.interrupt("Go on?", schema=bool) else "no"
 
-    app.submit_run("greet", "ann", user_id="alice")
+    app.submit_run("greet", "ann", user_id="alice", run_id="run-example")
+    app.crons.create("nightly", "greet", "0 2 * * *", input="bob", cron_id="cron-example")
     app.store.add_hook_secret("batch", new_secret())
     token = app.store.create_token(user_id=None, admin=True)[1]
     return app, create_app(app), token
@@ -73,6 +74,12 @@ def load(web: Any) -> Any:
         ("GET", "/v1/runs/{runId}"),
         ("DELETE", "/v1/runs/{runId}"),
         ("POST", "/v1/runs/{runId}/resume"),
+        ("GET", "/v1/cron"),
+        ("POST", "/v1/cron"),
+        ("GET", "/v1/cron/{cronId}"),
+        ("PATCH", "/v1/cron/{cronId}"),
+        ("DELETE", "/v1/cron/{cronId}"),
+        ("POST", "/v1/cron/{cronId}/trigger"),
         ("GET", "/v1/sessions/{sessionId}/transcript"),
         ("POST", "/v1/hooks/{source}"),
     ],

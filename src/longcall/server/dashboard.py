@@ -1,5 +1,7 @@
 """The dashboard at ``/``: the jobs, one job's story, and the buttons an operator needs; at
-``/runs`` the workflow runs, and one run's story with its resume form and cancel button.
+``/runs`` the workflow runs, and one run's story with its resume form and cancel button; at
+``/schedules`` the cron schedules, and one schedule with its next fire times, latest
+occurrences and pause, resume, trigger and delete buttons.
 
 Pages are rendered here, every value from the data through :func:`html.escape`;
 ``static/dashboard.js`` keeps them live over the server-sent event streams and acts through the
@@ -23,8 +25,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from longcall.app import App
-from longcall.errors import JobNotFound, RunNotFound, StoreError
+from longcall.errors import CronNotFound, JobNotFound, RunNotFound, StoreError
 from longcall.jobs import JobState
+from longcall.server import cron as cron_api
 from longcall.server import runs as run_api
 from longcall.server.auth import COOKIE, Principal, authenticate
 from longcall.server.hooks import read_body
@@ -165,7 +168,7 @@ def layout(title: str, main: str, who: Principal | None = None, status: int = 20
     if who is not None:
         name = "admin" if who.admin else who.user_id or ""
         account = (
-            '<a href="/">Jobs</a><a href="/runs">Runs</a>'
+            '<a href="/">Jobs</a><a href="/runs">Runs</a><a href="/schedules">Schedules</a>'
             '<span class="live" id="live">connecting…</span>'
             f'<span class="who">{escape(name)}</span><a href="/logout">Log out</a>'
         )
@@ -596,6 +599,149 @@ def _pending_key(pending: list[dict[str, Any]]) -> str:
     return compact([[p["key"], p["error"]] for p in pending])
 
 
+# -- schedules --------------------------------------------------------------------------------
+
+CRON_FIELDS = (
+    ("cronId", "Id"),
+    ("workflowId", "Workflow"),
+    ("cronExpression", "Expression"),
+    ("timezone", "Time zone"),
+    ("concurrencyPolicy", "While a run is active"),
+    ("misfirePolicy", "Missed occurrences"),
+    ("catchUpMax", "Catch up at most"),
+    ("nextFireAt", "Next fire (UTC)"),
+    ("lastFireAt", "Last run started for (UTC)"),
+    ("executionCount", "Runs started"),
+    ("activeRunCount", "Runs active"),
+    ("userId", "User"),
+    ("createdAt", "Created"),
+    ("updatedAt", "Updated"),
+)
+
+
+def curl_as(method: str, url: str, body: dict[str, Any] | None = None) -> str:
+    """The command a schedule's button runs (the same lines as :func:`curl` with a body)."""
+    lines = [f"curl -X {method} {shell(url)}", '  -H "Authorization: Bearer $LONGCALL_TOKEN"']
+    if body is not None:
+        lines += ["  -H 'Content-Type: application/json'", f"  -d {shell(compact(body))}"]
+    return " \\\n".join(lines)
+
+
+def local_time(text: str) -> str:
+    """An ISO 8601 time with its offset, to the second: 2025-03-30 03:00:00 +02:00."""
+    return f"{text[:19].replace('T', ' ')} {text[19:]}"
+
+
+def paused_badge(paused: bool) -> str:
+    return badge("paused", "paused" if paused else "active")
+
+
+def schedule_row(cron: dict[str, Any]) -> str:
+    link = f'<a href="/schedules/{escape(in_path(cron["cronId"]))}">{escape(cron["name"])}</a>'
+    cells = [
+        link,
+        *(escape(cron[f]) for f in ("workflowId", "cronExpression", "timezone")),
+        escape(cron["concurrencyPolicy"]),
+        paused_badge(cron["paused"]),
+        escape(shown("nextFireAt", cron["nextFireAt"])),
+        str(cron["activeRunCount"]),
+        str(cron["executionCount"]),
+    ]
+    return f'<tr data-cron-id="{escape(cron["cronId"])}">' + "".join(f"<td>{c}</td>" for c in cells)
+
+
+async def schedules_page(request: Request, app: App, who: Principal) -> Response:
+    after = request.query_params.get("after") or None
+    found = await app.crons.list_async(
+        user_id=None if who.admin else who.user_id, after=after, limit=PAGE_SIZE
+    )
+    crons = await app.in_thread(cron_api.listed_json, app, found)
+    more = ""
+    if len(crons) == PAGE_SIZE:
+        query = urlencode({"after": crons[-1]["name"]})
+        more = f'<p><a href="/schedules?{escape(query)}">More schedules</a></p>'
+    main = f"""<main data-page="schedules" data-first="{"" if after else "yes"}">
+<h1>Schedules</h1>
+<table class="schedules"><thead><tr><th>Name</th><th>Workflow</th><th>Expression</th>
+<th>Zone</th><th>Policy</th><th>Paused</th><th>Next fire (UTC)</th><th>Active runs</th>
+<th>Runs started</th></tr></thead>
+<tbody id="schedules">{"".join(schedule_row(c) for c in crons)}</tbody></table>
+<p id="empty"{" hidden" if crons else ""}>No schedules yet: <code>longcall cron add</code> or
+<code>POST /v1/cron</code> makes one.</p>
+{more}
+</main>"""
+    return layout("Schedules", main, who)
+
+
+def next_rows(cron: dict[str, Any]) -> str:
+    return "".join(
+        f"<tr><td>{escape(local_time(t['local']))}</td><td>{escape(shown('fireAt', t['utc']))}"
+        "</td></tr>"
+        for t in cron["nextFireTimes"]
+    )
+
+
+def fire_rows(cron: dict[str, Any]) -> str:
+    rows = []
+    for f in cron["recentFires"]:
+        run = "—"
+        if f["runId"]:
+            run = f'<a href="/runs/{escape(in_path(f["runId"]))}">{escape(f["runId"])}</a>'
+        rows.append(
+            f"<tr><td>{escape(shown('fireAt', f['fireAt']))}</td>"
+            f"<td>{badge('outcome', f['outcome'])}</td><td>{run}</td></tr>"
+        )
+    return "".join(rows)
+
+
+def schedule_action(name: str, button: str, command: str, disabled: bool = False) -> str:
+    return f"""<section><form class="action" id="{name}"><fieldset{" disabled" if disabled else ""}>
+<button type="submit">{escape(button)}</button></fieldset>
+<pre class="curl"><code>{escape(command)}</code></pre></form></section>"""
+
+
+async def schedule_page(request: Request, app: App, who: Principal) -> Response:
+    found = await cron_api.visible_cron(app, who, request.path_params["cron_id"])
+    cron = await app.in_thread(cron_api.details_json, app, found)
+    path = "/v1/cron/" + in_path(found.cron_id)
+    url = str(request.base_url)[:-1] + path
+    fields = "\n".join(
+        f"<dt>{escape(label)}</dt><dd>{_text(f, cron[f])}</dd>" for f, label in CRON_FIELDS
+    )
+    actions = "\n".join(
+        [
+            schedule_action(
+                "pause", "Pause", curl_as("PATCH", url, {"paused": True}), found.paused
+            ),
+            schedule_action(
+                "resume", "Resume", curl_as("PATCH", url, {"paused": False}), not found.paused
+            ),
+            schedule_action("trigger", "Run now", curl_as("POST", f"{url}/trigger")),
+            schedule_action("delete", "Delete the schedule", curl_as("DELETE", url)),
+        ]
+    )
+    main = f"""<main data-page="schedule" data-cron="{escape(json.dumps(cron))}"
+ data-path="{escape(path)}">
+<p><a href="/schedules">← All schedules</a></p>
+<h1>{escape(found.name)} {paused_badge(found.paused)}</h1>
+<div class="columns"><section><h2>Schedule</h2><dl>{fields}</dl>
+<h3>Input</h3><pre>{_text("input", cron["input"])}</pre></section>
+<section><h2>Actions</h2><p class="outcome" id="outcome" role="status"></p>
+<p class="note">Pausing stops nothing already running; on resuming, the occurrences missed
+meanwhile go to the misfire policy. Run now starts a run under the concurrency policy.</p>
+{actions}
+<p class="note">The curl commands read your token from <code>$LONGCALL_TOKEN</code>.</p>
+</section></div>
+<h2>Next fire times</h2>
+<table class="next"><thead><tr><th>In {escape(found.timezone)}</th><th>UTC</th></tr></thead>
+<tbody id="next">{next_rows(cron)}</tbody></table>
+<h2>Latest occurrences</h2>
+<table class="fires"><thead><tr><th>Fire time (UTC)</th><th>Outcome</th><th>Run</th></tr>
+</thead><tbody id="fires">{fire_rows(cron)}</tbody></table>
+</main>"""
+    return layout(found.name, main, who)
+
+
 # -- login ------------------------------------------------------------------------------------
 
 
@@ -663,6 +809,11 @@ def logged_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
             text = escape(str(exc))
             main = f'<main><h1>No such run</h1><p>{text}</p><a href="/runs">Runs</a></main>'
             return layout("Not found", main, who, 404)
+        except CronNotFound as exc:
+            text = escape(str(exc))
+            back = '<a href="/schedules">Schedules</a>'
+            main = f"<main><h1>No such schedule</h1><p>{text}</p>{back}</main>"
+            return layout("Not found", main, who, 404)
         except StoreError as exc:
             main = f"<main><h1>The store cannot be read</h1><p>{escape(str(exc))}</p></main>"
             return layout("Unavailable", main, who, 503)
@@ -675,6 +826,8 @@ ROUTES: list[BaseRoute] = [
     Route("/jobs/{job_id:path}", logged_in(job_page), methods=["GET"]),
     Route("/runs", logged_in(runs_page), methods=["GET"]),
     Route("/runs/{run_id:path}", logged_in(run_page), methods=["GET"]),
+    Route("/schedules", logged_in(schedules_page), methods=["GET"]),
+    Route("/schedules/{cron_id:path}", logged_in(schedule_page), methods=["GET"]),
     Route("/login", login, methods=["GET", "POST"]),
     Route("/logout", logout, methods=["GET"]),
     Mount("/static", StaticFiles(directory=STATIC), name="static"),

@@ -20,7 +20,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.jobs import Delivery, JobState
-from longcall.server import hooks, jobs, runs
+from longcall.server import cron, hooks, jobs, runs
+from longcall.store.cron import ConcurrencyPolicy, FireOutcome, MisfirePolicy
 from longcall.store.runs import RunStatus
 
 STATES = [s.value for s in JobState]
@@ -207,6 +208,129 @@ SCHEMAS: dict[str, Any] = {
             "nextCursor": {"type": ["string", "null"]},
         },
     },
+    "Cron": {
+        "type": "object",
+        "required": [
+            "cronId",
+            "name",
+            "workflowId",
+            "cronExpression",
+            "timezone",
+            "input",
+            "concurrencyPolicy",
+            "misfirePolicy",
+            "catchUpMax",
+            "paused",
+            "nextFireAt",
+            "lastFireAt",
+            "executionCount",
+            "activeRunCount",
+            "createdAt",
+        ],
+        "properties": {
+            "cronId": {"type": "string"},
+            "name": {"type": "string"},
+            "workflowId": {"type": "string"},
+            "cronExpression": {"type": "string"},
+            "timezone": {"type": "string", "description": "An IANA time zone name."},
+            "input": ANY,
+            "concurrencyPolicy": {"enum": [p.value for p in ConcurrencyPolicy]},
+            "misfirePolicy": {"enum": [p.value for p in MisfirePolicy]},
+            "catchUpMax": {"type": "integer", "minimum": 0},
+            "paused": {"type": "boolean"},
+            "nextFireAt": {
+                **NULLABLE_TIME,
+                "description": "The next occurrence to fire (null: none to come).",
+            },
+            "lastFireAt": {
+                **NULLABLE_TIME,
+                "description": "The occurrence of the latest run the schedule started.",
+            },
+            "executionCount": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Runs the schedule started (fired and triggered).",
+            },
+            "activeRunCount": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Its runs that are queued, running or waiting for input.",
+            },
+            "userId": {"type": ["string", "null"]},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "updatedAt": {"type": "string", "format": "date-time"},
+        },
+    },
+    "CronFire": {
+        "type": "object",
+        "required": ["fireAt", "outcome", "runId", "createdAt"],
+        "properties": {
+            "fireAt": {"type": "string", "format": "date-time"},
+            "outcome": {"enum": [o.value for o in FireOutcome]},
+            "runId": {"type": ["string", "null"]},
+            "createdAt": {"type": "string", "format": "date-time"},
+        },
+    },
+    "CronDetails": {
+        "allOf": [
+            {"$ref": "#/components/schemas/Cron"},
+            {
+                "type": "object",
+                "required": ["lastExecution", "nextFireTimes", "recentFires"],
+                "properties": {
+                    "lastExecution": {
+                        "type": ["object", "null"],
+                        "description": "The latest run the schedule started, with its status "
+                        "now (null: none yet).",
+                        "properties": {
+                            "fireAt": {"type": "string", "format": "date-time"},
+                            "outcome": {"enum": ["fired", "triggered", None]},
+                            "runId": {"type": ["string", "null"]},
+                            "runStatus": {"enum": [*RUN_STATUSES, None]},
+                        },
+                    },
+                    "nextFireTimes": {
+                        "type": "array",
+                        "maxItems": cron.NEXT_TIMES,
+                        "description": "The expression's next fire times after now, in the "
+                        "schedule's zone and in UTC.",
+                        "items": {
+                            "type": "object",
+                            "required": ["local", "utc"],
+                            "properties": {
+                                "local": {"type": "string", "format": "date-time"},
+                                "utc": {"type": "string", "format": "date-time"},
+                            },
+                        },
+                    },
+                    "recentFires": {
+                        "type": "array",
+                        "maxItems": cron.RECENT_FIRES,
+                        "description": "Its latest claimed occurrences, newest first.",
+                        "items": {"$ref": "#/components/schemas/CronFire"},
+                    },
+                },
+            },
+        ]
+    },
+    "CronList": {
+        "type": "object",
+        "required": ["crons", "nextCursor"],
+        "properties": {
+            "crons": {"type": "array", "items": {"$ref": "#/components/schemas/Cron"}},
+            "nextCursor": {"type": ["string", "null"]},
+        },
+    },
+    "CronTriggered": {
+        "allOf": [
+            {"$ref": "#/components/schemas/CronFire"},
+            {
+                "type": "object",
+                "required": ["cronId"],
+                "properties": {"cronId": {"type": "string"}},
+            },
+        ]
+    },
     "HookAnswer": {
         "type": "object",
         "required": ["outcome", "jobId"],
@@ -248,8 +372,21 @@ def _body(model: type[pydantic.BaseModel] | Any) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
-JOB_ID = {"name": "jobId", "in": "path", "required": True, "schema": {"type": "string"}}
-RUN_ID = {"name": "runId", "in": "path", "required": True, "schema": {"type": "string"}}
+# The examples name objects a test service creates, so generated requests reach real ones.
+JOB_ID = {
+    "name": "jobId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "example": "export:csv",
+}
+RUN_ID = {
+    "name": "runId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "example": "run-example",
+}
 AUTH: list[dict[str, list[str]]] = [{"bearer": []}]
 READ_ERRORS = (401, 404, 503)
 WRITE_ERRORS = (400, 401, 404, 413, 415, 422, 503)
@@ -387,6 +524,113 @@ def _runs_paths() -> dict[str, Any]:
     }
 
 
+CRON_ID = {
+    "name": "cronId",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+    "example": "cron-example",
+}
+
+
+def _cron_errors(*statuses: int) -> dict[str, Any]:
+    reasons = {
+        404: "No such schedule (or workflow, on create and change), or not one the caller may see.",
+        409: "Another schedule has this name.",
+        422: "A field or query parameter is wrong; `field` names it (`cronExpression`, "
+        "`timezone`, …).",
+    }
+    answers = _errors(*statuses)
+    for status, reason in reasons.items():
+        if str(status) in answers:
+            answers[str(status)]["description"] = reason
+    return answers
+
+
+def _cron_paths() -> dict[str, Any]:
+    details = _ref("CronDetails")
+    triggered = _ref("CronTriggered")
+    return {
+        "/v1/cron": {
+            "get": {
+                "summary": "Cron schedules the caller may see, by name.",
+                "security": AUTH,
+                "parameters": [
+                    _query("workflow", "Only schedules of this workflow.", {"type": "string"}),
+                    _query("paused", "Only paused (or running) ones.", {"enum": ["true", "false"]}),
+                    _query("user", "Only this user's (an admin's token).", {"type": "string"}),
+                    _query(
+                        "limit",
+                        "Page size, 1 to 200.",
+                        {"type": "integer", "minimum": 1, "maximum": 200},
+                    ),
+                    _query("cursor", "`nextCursor` of the previous page.", {"type": "string"}),
+                ],
+                "responses": {
+                    "200": _json(_ref("CronList"), "A page of schedules."),
+                    **_cron_errors(401, 422, 503),
+                },
+            },
+            "post": {
+                "summary": "Start a registered workflow at each occurrence of a cron expression.",
+                "description": "The first occurrence is the first after now. The input is "
+                "checked against the workflow's input type.",
+                "security": AUTH,
+                "requestBody": _body(cron.CreateCron),
+                "responses": {
+                    "201": _json(details, "Created."),
+                    **_cron_errors(400, 401, 404, 409, 413, 415, 422, 503),
+                },
+            },
+        },
+        "/v1/cron/{cronId}": {
+            "get": {
+                "summary": "One schedule, with its next fire times and latest occurrences.",
+                "security": AUTH,
+                "parameters": [CRON_ID],
+                "responses": {
+                    "200": _json(details, "The schedule."),
+                    **_cron_errors(*READ_ERRORS),
+                },
+            },
+            "patch": {
+                "summary": "Pause, resume or change a schedule.",
+                "description": '`{"paused": true}` pauses, `{"paused": false}` resumes '
+                "(missed occurrences go to the misfire policy); a new expression or zone "
+                "restarts it at the next occurrence after now. Fields left out stay.",
+                "security": AUTH,
+                "parameters": [CRON_ID],
+                "requestBody": _body(cron.UpdateCron),
+                "responses": {
+                    "200": _json(details, "The schedule after the change."),
+                    **_cron_errors(*WRITE_ERRORS, 409),
+                },
+            },
+            "delete": {
+                "summary": "Delete a schedule; the runs it started go on.",
+                "security": AUTH,
+                "parameters": [CRON_ID],
+                "responses": {"204": {"description": "Deleted."}, **_cron_errors(*READ_ERRORS)},
+            },
+        },
+        "/v1/cron/{cronId}/trigger": {
+            "post": {
+                "summary": "Start a run now, under the schedule's concurrency policy.",
+                "description": "A `skip` schedule with a run active starts nothing (200, "
+                'outcome `trigger_skipped`) unless the body says `{"force": true}`.',
+                "security": AUTH,
+                "parameters": [CRON_ID],
+                "requestBody": {**_body(cron.Trigger), "required": False},
+                "responses": {
+                    "202": _json(triggered, "A run was queued: `runId`."),
+                    "200": _json(triggered, "Skipped: a run of the schedule is active."),
+                    **_cron_errors(*WRITE_ERRORS),
+                },
+            }
+        },
+    }
+
+
 def _query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
@@ -500,6 +744,7 @@ def _paths() -> dict[str, Any]:
             }
         },
         **_runs_paths(),
+        **_cron_paths(),
         "/v1/sessions/{sessionId}/transcript": {
             "get": {
                 "summary": "The conversation of a session the caller has a job in.",

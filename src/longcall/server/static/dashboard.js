@@ -481,7 +481,146 @@ function runPage() {
   }
 }
 
+// -- schedules -------------------------------------------------------------------------------
+
+const pausedBadge = (paused) => badge('paused', paused ? 'paused' : 'active');
+// The same as local_time() in dashboard.py: 2025-03-30 03:00:00 +02:00.
+const localTime = (text) => `${text.slice(0, 19).replace('T', ' ')} ${text.slice(19)}`;
+
+// The same command as curl_as() in dashboard.py.
+function curlAs(method, url, body) {
+  const lines = [`curl -X ${method} ${shell(url)}`, '  -H "Authorization: Bearer $LONGCALL_TOKEN"'];
+  if (body !== undefined) {
+    lines.push("  -H 'Content-Type: application/json'", `  -d ${shell(compact(body))}`);
+  }
+  return lines.join(' \\\n');
+}
+
+// Polls `load` every two seconds while the page is open, saying in the header whether it can.
+function poll(load) {
+  const live = document.getElementById('live');
+  const look = async () => {
+    try {
+      await load();
+      live.textContent = 'live';
+      live.className = 'live on';
+    } catch (error) {
+      live.textContent = 'reconnecting…';
+      live.className = 'live';
+    }
+  };
+  look();
+  return setInterval(look, 2000);
+}
+
+function schedulesPage() {
+  const rows = document.getElementById('schedules');
+  const empty = document.getElementById('empty');
+
+  function row(cron) {
+    const link = el('a', '', cron.name);
+    link.href = `/schedules/${encodeURIComponent(cron.cronId)}`;
+    const tr = rowOf([
+      link, cron.workflowId, cron.cronExpression, cron.timezone, cron.concurrencyPolicy,
+      pausedBadge(cron.paused), shown('nextFireAt', cron.nextFireAt),
+      String(cron.activeRunCount), String(cron.executionCount),
+    ]);
+    tr.dataset.cronId = cron.cronId;
+    return tr;
+  }
+
+  if (!main.dataset.first) {
+    document.getElementById('live').textContent = 'later page';
+    return;
+  }
+  poll(async () => {
+    const { crons } = await api('/v1/cron?limit=100');
+    const old = new Map([...rows.rows].map((r) => [r.dataset.cronId, r]));
+    rows.replaceChildren(...crons.map((cron) => {
+      const before = old.get(cron.cronId);
+      const made = row(cron);
+      if (before && before.textContent === made.textContent) return before;
+      if (before) made.className = 'changed';
+      return made;
+    }));
+    empty.hidden = crons.length > 0;
+  });
+}
+
+function schedulePage() {
+  let cron = JSON.parse(main.dataset.cron);
+  const path = main.dataset.path;
+  const forms = Object.fromEntries(
+    ['pause', 'resume', 'trigger', 'delete'].map((id) => [id, document.getElementById(id)]),
+  );
+  let timer = null;
+
+  function show(fresh) {
+    cron = fresh;
+    const fields = main.querySelectorAll('h1 [data-field], dl [data-field], pre [data-field]');
+    for (const node of fields) {
+      const field = node.dataset.field;
+      if (field === 'paused') {
+        node.replaceWith(pausedBadge(cron.paused));
+      } else {
+        node.textContent = shown(field, cron[field]);
+      }
+    }
+    forms.pause.querySelector('fieldset').disabled = cron.paused;
+    forms.resume.querySelector('fieldset').disabled = !cron.paused;
+    document.getElementById('next').replaceChildren(...cron.nextFireTimes.map(
+      (t) => rowOf([localTime(t.local), shown('fireAt', t.utc)]),
+    ));
+    document.getElementById('fires').replaceChildren(...cron.recentFires.map((f) => {
+      let run = '—';
+      if (f.runId) {
+        run = el('a', '', f.runId);
+        run.href = `/runs/${encodeURIComponent(f.runId)}`;
+      }
+      return rowOf([shown('fireAt', f.fireAt), badge('outcome', f.outcome), run]);
+    }));
+  }
+
+  // Each button does what the curl command beside it does.
+  function act(form, method, url, body, done) {
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const button = form.querySelector('button');
+      button.disabled = true;
+      try {
+        const answer = await api(url, body, method);
+        await done(answer);
+      } catch (error) {
+        say(error.message, true);
+      } finally {
+        button.disabled = false;
+      }
+    });
+  }
+  act(forms.pause, 'PATCH', path, { paused: true }, (answer) => {
+    show(answer);
+    say('Paused: nothing fires until it is resumed.');
+  });
+  act(forms.resume, 'PATCH', path, { paused: false }, (answer) => {
+    show(answer);
+    say(`Resumed; the next fire is at ${shown('nextFireAt', answer.nextFireAt)} UTC.`);
+  });
+  act(forms.trigger, 'POST', `${path}/trigger`, undefined, async (answer) => {
+    say(answer.runId
+      ? `Started run ${answer.runId}.`
+      : 'Skipped: a run of this schedule is still active.');
+    show(await api(path));
+  });
+  act(forms.delete, 'DELETE', path, undefined, () => {
+    clearInterval(timer);
+    location.assign('/schedules');
+  });
+  timer = poll(async () => show(await api(path)));
+}
+
 if (main?.dataset.page === 'jobs') jobsPage();
 if (main?.dataset.page === 'job') jobPage();
 if (main?.dataset.page === 'runs') runsPage();
 if (main?.dataset.page === 'run') runPage();
+if (main?.dataset.page === 'schedules') schedulesPage();
+if (main?.dataset.page === 'schedule') schedulePage();

@@ -1,0 +1,416 @@
+"""``/v1/cron``: cron schedules over HTTP: create, list, inspect, change, trigger, delete.
+
+Schedules belong to a user like runs do: a user's token creates schedules for that user and
+sees only those (any other answers 404, exactly as one that does not exist); an admin's token
+sees every schedule. The runs a schedule starts belong to its user. Names are unique across
+the service, so a name another user took is a 409 too.
+
+Choices a client can rely on:
+
+* ``POST /v1/cron`` answers 201. Refusals store nothing: a bad ``cronExpression`` or an
+  unknown ``timezone`` is 422 naming the field, a workflow the server's App has not
+  registered 404, input that does not fit the workflow's input type 422 naming the field
+  under ``input``, a taken name 409.
+* ``PATCH /v1/cron/{cronId}`` changes the fields given (``null``, or a field left out, keeps
+  it; ``input`` may be set to ``null``): ``{"paused": true}`` pauses, ``{"paused": false}``
+  resumes (occurrences missed in between go to the misfire policy), a new expression or zone
+  restarts the schedule at its first occurrence after now. It answers 200 with the schedule.
+* ``DELETE /v1/cron/{cronId}`` answers 204; the runs the schedule started stay and go on.
+* ``POST /v1/cron/{cronId}/trigger`` starts a run now under the concurrency policy (paused or
+  not): 202 with outcome ``triggered`` and the ``runId``; 200 with outcome
+  ``trigger_skipped`` and no run when a ``skip`` schedule has a run active, unless the body
+  says ``{"force": true}``.
+
+Fire times are ISO 8601: in UTC (``…+00:00``) and, in ``nextFireTimes``, also in the
+schedule's zone.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import datetime as dt
+import json
+import math
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo
+
+import pydantic
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from longcall.app import App
+from longcall.errors import (
+    CronConflict,
+    CronNotFound,
+    CronValidationError,
+    RunNotFound,
+    WorkflowNotFound,
+)
+from longcall.server.auth import Principal
+from longcall.server.errors import error
+from longcall.server.jobs import Handler, _Body, authorized, body_of, iso
+from longcall.store.cron import ConcurrencyPolicy, Cron, CronFire, MisfirePolicy
+from longcall.workflows.cron import MAX_CATCH_UP, parse
+
+NEXT_TIMES = 5  # fire times a schedule's details show
+RECENT_FIRES = 20  # claimed occurrences a schedule's details show
+
+
+# -- JSON shapes ------------------------------------------------------------------------------
+
+
+def cron_json(cron: Cron, active_runs: int) -> dict[str, Any]:
+    """A schedule as the API lists it (camelCase, ISO 8601 times in UTC)."""
+    return {
+        "cronId": cron.cron_id,
+        "name": cron.name,
+        "workflowId": cron.workflow_id,
+        "cronExpression": cron.expression,
+        "timezone": cron.timezone,
+        "input": cron.input,
+        "concurrencyPolicy": cron.concurrency_policy.value,
+        "misfirePolicy": cron.misfire_policy.value,
+        "catchUpMax": cron.catch_up_max,
+        "paused": cron.paused,
+        "nextFireAt": iso(cron.next_fire_at),
+        "lastFireAt": iso(cron.last_fire_at),
+        "executionCount": cron.execution_count,
+        "activeRunCount": active_runs,
+        "userId": cron.user_id,
+        "createdAt": iso(cron.created_at),
+        "updatedAt": iso(cron.updated_at),
+    }
+
+
+def fire_json(fire: CronFire) -> dict[str, Any]:
+    return {
+        "fireAt": iso(fire.fire_at),
+        "outcome": fire.outcome.value,
+        "runId": fire.run_id,
+        "createdAt": iso(fire.created_at),
+    }
+
+
+def next_times(app: App, cron: Cron) -> list[dict[str, str]]:
+    """The expression's next fire times after now, in the schedule's zone and in UTC (none
+    when this host cannot evaluate the schedule, its zone unknown here, say)."""
+    try:
+        found = app.crons.preview(cron.expression, cron.timezone, count=NEXT_TIMES)
+    except CronValidationError:
+        return []
+    zone = ZoneInfo(cron.timezone)
+    return [
+        {
+            "local": dt.datetime.fromtimestamp(at, zone).isoformat(),
+            "utc": dt.datetime.fromtimestamp(at, dt.UTC).isoformat(),
+        }
+        for at in found
+    ]
+
+
+def last_execution(app: App, cron: Cron) -> dict[str, Any] | None:
+    """The latest run the schedule started: when, how, and the run's status now (None for
+    the time and outcome when its record was pruned, for the status when the run is gone)."""
+    if cron.last_fire_at is None:
+        return None
+    # cron_fires lists those strictly before a time: the next float includes last_fire_at.
+    found = app.store.cron_fires(
+        cron.cron_id, before=math.nextafter(cron.last_fire_at, math.inf), limit=1
+    )
+    fire = found[0] if found and found[0].fire_at == cron.last_fire_at else None
+    status = None
+    if fire is not None and fire.run_id is not None:
+        with contextlib.suppress(RunNotFound):  # removed from the database by hand
+            status = app.store.get_run(fire.run_id).status.value
+    return {
+        "fireAt": iso(cron.last_fire_at),
+        "outcome": fire.outcome.value if fire else None,
+        "runId": fire.run_id if fire else None,
+        "runStatus": status,
+    }
+
+
+def details_json(app: App, cron: Cron) -> dict[str, Any]:
+    """The schedule with its active runs, latest run, next fire times and recent occurrences
+    (blocking: a few queries)."""
+    return {
+        **cron_json(cron, app.store.active_run_count(cron.cron_id)),
+        "lastExecution": last_execution(app, cron),
+        "nextFireTimes": next_times(app, cron),
+        "recentFires": [
+            fire_json(f) for f in app.store.cron_fires(cron.cron_id, limit=RECENT_FIRES)
+        ],
+    }
+
+
+def listed_json(app: App, crons: list[Cron]) -> list[dict[str, Any]]:
+    return [cron_json(c, app.store.active_run_count(c.cron_id)) for c in crons]
+
+
+# -- requests ---------------------------------------------------------------------------------
+
+Name = Annotated[str, pydantic.Field(min_length=1, max_length=200)]
+WorkflowId = Annotated[str, pydantic.Field(min_length=1, max_length=200)]
+Expression = Annotated[
+    str,
+    pydantic.Field(
+        max_length=200,
+        description="5 fields (minute hour day-of-month month day-of-week), 6 with seconds "
+        "first, or @yearly @monthly @weekly @daily @hourly …",
+    ),
+]
+Zone = Annotated[str, pydantic.Field(max_length=100, description="An IANA name: Europe/Berlin")]
+CatchUp = Annotated[int, pydantic.Field(ge=0, le=MAX_CATCH_UP)]
+
+
+class CreateCron(_Body):
+    name: Name
+    workflow_id: WorkflowId = pydantic.Field(alias="workflowId")
+    cron_expression: Expression = pydantic.Field(alias="cronExpression")
+    timezone: Zone = "UTC"
+    input: Any = None
+    concurrency_policy: ConcurrencyPolicy = pydantic.Field(alias="concurrencyPolicy")
+    misfire_policy: MisfirePolicy = pydantic.Field(MisfirePolicy.SKIP, alias="misfirePolicy")
+    catch_up_max: CatchUp = pydantic.Field(0, alias="catchUpMax")
+    paused: bool = False
+    user_id: Annotated[str | None, pydantic.Field(alias="userId", min_length=1)] = None
+
+
+class UpdateCron(_Body):
+    """The fields to change; one left out or ``null`` stays as it is (but ``input``, which may
+    be set to ``null``)."""
+
+    name: Name | None = None
+    workflow_id: WorkflowId | None = pydantic.Field(None, alias="workflowId")
+    cron_expression: Expression | None = pydantic.Field(None, alias="cronExpression")
+    timezone: Zone | None = None
+    input: Any = None
+    concurrency_policy: ConcurrencyPolicy | None = pydantic.Field(None, alias="concurrencyPolicy")
+    misfire_policy: MisfirePolicy | None = pydantic.Field(None, alias="misfirePolicy")
+    catch_up_max: CatchUp | None = pydantic.Field(None, alias="catchUpMax")
+    paused: bool | None = None
+
+
+class Trigger(_Body):
+    force: bool = pydantic.Field(
+        default=False, description="Start a run even while a skip schedule has one active."
+    )
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+def visible(who: Principal, cron: Cron) -> bool:
+    return who.admin or (cron.user_id is not None and cron.user_id == who.user_id)
+
+
+async def visible_cron(app: App, who: Principal, cron_id: str) -> Cron:
+    """The schedule, if the caller may see it; CronNotFound (404) otherwise, either way."""
+    if "\x00" in cron_id:  # no store keeps such an id (PostgreSQL refuses to compare it)
+        raise CronNotFound(cron_id)
+    cron = await app.crons.get_async(cron_id)
+    if not visible(who, cron):
+        raise CronNotFound(cron_id)
+    return cron
+
+
+def cron_authorized(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """:func:`~longcall.server.jobs.authorized`, with the schedule refusals answered."""
+
+    async def inner(request: Request, app: App, who: Principal) -> Response:
+        try:
+            return await handler(request, app, who)
+        except CronNotFound as exc:
+            return error(404, "cron_not_found", str(exc), "cronId")
+        except WorkflowNotFound as exc:
+            return error(404, "workflow_not_found", str(exc), "workflowId")
+        except CronValidationError as exc:
+            return error(422, "invalid_schedule", str(exc), exc.field)
+        except CronConflict as exc:
+            return error(409, "cron_conflict", str(exc), "name")
+
+    return authorized(inner)
+
+
+def wake(request: Request) -> None:
+    """Have the scheduler beside this server look at the schedules now, when whoever runs it
+    put it in ``state.scheduler``; otherwise every scheduler sees the change at its next poll
+    (each second by default)."""
+    scheduler = getattr(request.app.state, "scheduler", None)
+    if scheduler is not None:
+        scheduler.wake()
+
+
+def _encoded_input(app: App, workflow_id: str, value: Any) -> Any | Response:
+    """The input checked against the workflow's input type, as it is stored; a 422 naming
+    the field when it does not fit."""
+    workflow = app.workflows.resolve(workflow_id)
+    try:
+        return workflow.encode_input(value)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(["input", *(str(p) for p in first["loc"])])
+        return error(422, "invalid_input", first["msg"], field)
+
+
+async def create(request: Request, app: App, who: Principal) -> Response:
+    body = await body_of(request, CreateCron)
+    if isinstance(body, Response):
+        return body
+    if not who.admin and body.user_id not in (None, who.user_id):
+        return error(
+            422, "invalid_body", "a user's token creates schedules for that user", "userId"
+        )
+    parse(body.cron_expression, body.timezone)  # 422 before the workflow's 404
+    encoded = _encoded_input(app, body.workflow_id, body.input)
+    if isinstance(encoded, Response):
+        return encoded
+    cron = await app.crons.create_async(
+        body.name,
+        body.workflow_id,
+        body.cron_expression,
+        timezone=body.timezone,
+        input=encoded,
+        concurrency_policy=body.concurrency_policy,
+        misfire_policy=body.misfire_policy,
+        catch_up_max=body.catch_up_max,
+        paused=body.paused,
+        user_id=body.user_id or who.user_id,
+        check_workflow=True,
+    )
+    wake(request)
+    return JSONResponse(await app.in_thread(details_json, app, cron), status_code=201)
+
+
+def _cursor(cron: Cron) -> str:
+    return base64.urlsafe_b64encode(json.dumps([cron.name]).encode()).decode()
+
+
+def _read_cursor(text: str) -> str | None:
+    try:
+        [name] = json.loads(base64.urlsafe_b64decode(text.encode()))
+    except (ValueError, TypeError, binascii.Error):
+        return None
+    return name if isinstance(name, str) and "\x00" not in name else None
+
+
+async def list_(request: Request, app: App, who: Principal) -> Response:
+    q = request.query_params
+    for name in ("workflow", "user"):
+        if "\x00" in q.get(name, ""):
+            return error(422, "invalid_query", "no NUL characters here", name)
+    paused_text = q.get("paused")
+    if paused_text not in (None, "true", "false"):
+        return error(422, "invalid_query", "paused is true or false", "paused")
+    limit_text = q.get("limit", "50")
+    if not (limit_text.isascii() and limit_text.isdigit() and 1 <= int(limit_text) <= 200):
+        return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
+    after = None
+    if "cursor" in q:
+        after = _read_cursor(q["cursor"])
+        if after is None:
+            return error(422, "invalid_query", "the cursor is not one this API gave", "cursor")
+    user = None if who.admin else who.user_id
+    if who.admin and q.get("user"):
+        user = q["user"]
+    limit = int(limit_text)
+    crons = await app.crons.list_async(
+        user_id=user,
+        workflow_id=q.get("workflow"),
+        paused=None if paused_text is None else paused_text == "true",
+        after=after,
+        limit=limit,
+    )
+    next_cursor = _cursor(crons[-1]) if len(crons) == limit else None
+    listed = await app.in_thread(listed_json, app, crons)
+    return JSONResponse({"crons": listed, "nextCursor": next_cursor})
+
+
+async def get(request: Request, app: App, who: Principal) -> Response:
+    cron = await visible_cron(app, who, request.path_params["cron_id"])
+    return JSONResponse(await app.in_thread(details_json, app, cron))
+
+
+async def update(request: Request, app: App, who: Principal) -> Response:
+    cron = await visible_cron(app, who, request.path_params["cron_id"])
+    body = await body_of(request, UpdateCron)
+    if isinstance(body, Response):
+        return body
+    given = body.model_fields_set
+    changes: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("name", body.name),
+            ("workflow_id", body.workflow_id),
+            ("expression", body.cron_expression),
+            ("timezone", body.timezone),
+            ("concurrency_policy", body.concurrency_policy),
+            ("misfire_policy", body.misfire_policy),
+            ("catch_up_max", body.catch_up_max),
+            ("paused", body.paused),
+        )
+        if value is not None
+    }
+    if body.cron_expression is not None or body.timezone is not None:
+        # The pair as it will be, so the field at fault is named (422 before any 404).
+        parse(
+            cron.expression if body.cron_expression is None else body.cron_expression,
+            cron.timezone if body.timezone is None else body.timezone,
+        )
+    workflow_id = cron.workflow_id if body.workflow_id is None else body.workflow_id
+    if body.workflow_id is not None:
+        app.workflows.resolve(workflow_id)  # 404 when not registered here
+    if "input" in given or body.workflow_id is not None:
+        value = body.input if "input" in given else cron.input
+        if workflow_id in app.workflows.registry:
+            encoded = _encoded_input(app, workflow_id, value)
+            if isinstance(encoded, Response):
+                return encoded
+            value = encoded
+        changes["input"] = value
+    if changes:
+        cron = await app.crons.update_async(cron.cron_id, check_workflow=True, **changes)
+        wake(request)
+    return JSONResponse(await app.in_thread(details_json, app, cron))
+
+
+async def delete(request: Request, app: App, who: Principal) -> Response:
+    cron = await visible_cron(app, who, request.path_params["cron_id"])
+    if not await app.crons.delete_async(cron.cron_id):
+        raise CronNotFound(cron.cron_id)  # deleted by someone else in between
+    return Response(status_code=204)
+
+
+def _has_body(request: Request) -> bool:
+    headers = request.headers
+    return (
+        "content-type" in headers
+        or "transfer-encoding" in headers
+        or headers.get("content-length", "0") != "0"
+    )
+
+
+async def trigger(request: Request, app: App, who: Principal) -> Response:
+    cron = await visible_cron(app, who, request.path_params["cron_id"])
+    body = await body_of(request, Trigger) if _has_body(request) else Trigger()
+    if isinstance(body, Response):
+        return body
+    fire = await app.crons.trigger_async(cron.cron_id, force=body.force)
+    return JSONResponse(
+        {"cronId": cron.cron_id, **fire_json(fire)},
+        status_code=202 if fire.outcome.started else 200,
+    )
+
+
+ROUTES = [
+    Route("/v1/cron", cron_authorized(list_), methods=["GET"]),
+    Route("/v1/cron", cron_authorized(create), methods=["POST"]),
+    Route("/v1/cron/{cron_id:path}/trigger", cron_authorized(trigger), methods=["POST"]),
+    Route("/v1/cron/{cron_id:path}", cron_authorized(get), methods=["GET"]),
+    Route("/v1/cron/{cron_id:path}", cron_authorized(update), methods=["PATCH"]),
+    Route("/v1/cron/{cron_id:path}", cron_authorized(delete), methods=["DELETE"]),
+]
