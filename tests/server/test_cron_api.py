@@ -7,6 +7,7 @@ to have changed nothing in the store.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from longcall import FakeClock
 from procs import sql_rows
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
-from starlette.testclient import TestClient
+import httpx
 
 from longcall.server import create_app
 from server.conftest import Api
@@ -494,17 +495,24 @@ def test_changes_wake_the_scheduler_of_the_server_process(sqlite_url: str) -> No
         web = create_app(app)
         recorder = web.state.scheduler = Recorder()
         headers = {"authorization": f"Bearer {token}"}
-        with TestClient(web, headers=headers) as client:
-            body = {"name": "n", "workflowId": "ping", "cronExpression": "@hourly"}
-            assert client.post("/v1/cron", json=body).status_code == 422  # no policy
-            assert recorder.woken == 0
-            created = client.post("/v1/cron", json={**body, "concurrencyPolicy": "skip"})
-            assert created.status_code == 201 and recorder.woken == 1
-            path = "/v1/cron/" + created.json()["cronId"]
-            client.patch(path, json={"paused": True})
-            client.patch(path, json={"paused": False})
-            assert recorder.woken == 3
-            client.get(path)
-            client.post(path + "/trigger")
-            client.patch(path, json={"timezone": "Nowhere"})
-            assert recorder.woken == 3
+
+        async def scenario() -> None:
+            transport = httpx.ASGITransport(app=web)
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://test", headers=headers
+            ) as client:
+                body = {"name": "n", "workflowId": "ping", "cronExpression": "@hourly"}
+                assert (await client.post("/v1/cron", json=body)).status_code == 422
+                assert recorder.woken == 0  # a refusal (no policy) wakes nothing
+                created = await client.post("/v1/cron", json={**body, "concurrencyPolicy": "skip"})
+                assert created.status_code == 201 and recorder.woken == 1
+                path = "/v1/cron/" + created.json()["cronId"]
+                await client.patch(path, json={"paused": True})
+                await client.patch(path, json={"paused": False})
+                assert recorder.woken == 3
+                await client.get(path)
+                await client.post(path + "/trigger")
+                await client.patch(path, json={"timezone": "Nowhere"})
+                assert recorder.woken == 3
+
+        asyncio.run(scenario())

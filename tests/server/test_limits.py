@@ -1,7 +1,8 @@
 """Slow clients against a real server built by ``runner.build``: raw sockets, short deadlines.
 
 Each test opens TCP connections by hand, so it controls exactly which bytes arrive when, and
-times how long the server keeps a connection that sends its head or body too slowly.
+times how long the server keeps a connection that sends its head or body too slowly. Every
+test runs on both timed protocols: httptools (the default) and h11.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import httpx
 
 from longcall.server import runner
-from longcall.server.limits import TimedH11Protocol
+from longcall.server.limits import HTTP, TimedH11Protocol, TimedHttpToolsProtocol
 from longcall.webhooks import new_secret, sign
 
 TIMEOUT = 1.0  # the header and body deadlines of the server under test
@@ -67,8 +68,15 @@ class _Errors(logging.Handler):
         self.into.append(record)
 
 
+@pytest.fixture(params=["httptools", "h11"])
+def http(request: pytest.FixtureRequest) -> HTTP:
+    """Each uvicorn protocol ``runner.build`` can time."""
+    name: HTTP = request.param
+    return name
+
+
 @pytest.fixture
-def live(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Live]:
+def live(tmp_path: Path, request: pytest.FixtureRequest, http: HTTP) -> Iterator[Live]:
     """``runner.build`` serving a SQLite store on a free port, with one-second deadlines.
 
     A test marked ``@pytest.mark.parametrize("live", [seconds], indirect=True)`` gets others.
@@ -85,7 +93,7 @@ def live(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Live]:
     secret = app.store.add_hook_secret("batch", new_secret()).secret
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = runner.build(app, header_timeout=timeout, body_timeout=timeout)
+    server = runner.build(app, header_timeout=timeout, body_timeout=timeout, http=http)
     errors: list[logging.LogRecord] = []
     handler = _Errors(errors)
     logging.getLogger("uvicorn.error").addHandler(handler)
@@ -133,13 +141,21 @@ def read_response(conn: socket.socket) -> tuple[int, bytes]:
     return int(lines[0].split()[1]), body
 
 
-def test_the_server_uses_the_timed_h11_protocol(live: Live) -> None:
-    """runner.build picks the h11 protocol with deadlines, whatever else is installed."""
-    server = runner.build(live.app, header_timeout=3, body_timeout=7)
+def test_the_server_uses_a_timed_protocol(live: Live, http: HTTP) -> None:
+    """runner.build picks the protocol asked for, with deadlines."""
+    server = runner.build(live.app, header_timeout=3, body_timeout=7, http=http)
     server.config.load()
     cls = server.config.http_protocol_class
-    assert issubclass(cls, TimedH11Protocol)
+    assert issubclass(cls, {"httptools": TimedHttpToolsProtocol, "h11": TimedH11Protocol}[http])
     assert (cls.header_timeout, cls.body_timeout) == (3.0, 7.0)
+
+
+def test_httptools_is_the_default(tmp_path: Path) -> None:
+    """Without ``http``, runner.build times uvicorn's httptools protocol."""
+    with longcall.App(f"sqlite:///{tmp_path / 'default.db'}") as app:
+        server = runner.build(app)
+        server.config.load()
+        assert issubclass(server.config.http_protocol_class, TimedHttpToolsProtocol)
 
 
 def test_half_a_request_line_is_closed_after_the_header_timeout(live: Live) -> None:

@@ -2,7 +2,8 @@
 
 uvicorn bounds neither: a connection that sends half a request line and then a byte a minute
 is held for as long as the client likes, and a few thousand such connections hold the server.
-:func:`protocol` returns uvicorn's h11 protocol with two timers added:
+:func:`protocol` returns one of uvicorn's HTTP protocols (httptools by default, or h11) with
+two timers added:
 
 - the *header* timer starts when a connection is made, and again when the first byte of a
   keep-alive connection's next request arrives; it stops when the request's head is complete.
@@ -13,6 +14,8 @@ is held for as long as the client likes, and a few thousand such connections hol
 
 Both deadlines are fixed from the start, not renewed by each byte that arrives, so trickling
 does not help. Idle keep-alive connections stay uvicorn's business (``timeout_keep_alive``).
+The timers live in :class:`Deadlines`; each protocol class only says which part of a request
+it is reading once it has parsed what arrived, and which request may still be answered ``408``.
 
 uvicorn's ``limit_concurrency`` is left off on purpose: it counts open connections, slow ones
 included, so it would turn a slow-client attack into 503s for everyone else; the timers here
@@ -23,16 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Literal, Protocol
 
 import h11
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 HEADER_TIMEOUT = 10.0
 """Seconds a client has to send a request's line and headers."""
 BODY_TIMEOUT = 30.0
 """Seconds a client has to send a request's body, counted from the end of its headers."""
+
+HTTP = Literal["httptools", "h11"]
+"""The uvicorn HTTP implementations :func:`protocol` can time."""
 
 _408_BODY = json.dumps(
     {
@@ -43,57 +51,66 @@ _408_BODY = json.dumps(
         }
     }
 ).encode()
+_408 = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_408_BODY), _408_BODY)
+)
 
 
-class TimedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with deadlines for a request's head and for its body.
+class _Cycle(Protocol):
+    """What the timers touch of a uvicorn request-response cycle (both protocols have one)."""
 
-    Use :func:`protocol` to get a subclass with the deadlines set.
+    disconnected: bool
+    message_event: asyncio.Event
+
+
+Reading = Literal["head", "body"] | None
+"""The part of a request a connection is reading: its head, its body, or none (between)."""
+
+
+class Deadlines(asyncio.Protocol):
+    """The header and body timers, mixed into a uvicorn protocol class ahead of it.
+
+    The protocol class calls :meth:`_clock` whenever it has parsed what arrived, with the part
+    of a request it is in the middle of, and says through :meth:`_unanswered` which request a
+    late body may still be answered for.
     """
 
     header_timeout: float = HEADER_TIMEOUT
     body_timeout: float = BODY_TIMEOUT
 
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
     _header_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
+        self._clock("head")
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_timers()
+        self._clock(None)
         super().connection_lost(exc)
 
-    def data_received(self, data: bytes) -> None:
-        if self._header_timer is None and self.conn.their_state is h11.IDLE:
-            # The first bytes of the next request on a keep-alive connection.
-            self._header_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
-        super().data_received(data)
+    def _clock(self, reading: Reading) -> None:
+        """Time the part being read, and nothing else; a timer already running keeps going.
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        state = self.conn.their_state
-        if state is not h11.SEND_BODY and self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
-        if state is h11.IDLE:
-            # The next request may have begun in data already read (pipelined, or sent right
-            # after a body the app answered without reading): its head is on the clock too.
-            if self._header_timer is None and self.conn.trailing_data[0]:
-                self._header_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
-            return
-        if self._header_timer is not None:
+        A request that arrives whole between two calls starts no timer at all.
+        """
+        if reading != "head" and self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
-        if state is h11.SEND_BODY and self._body_timer is None:
+        if reading != "body" and self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        if reading == "head" and self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout, self._head_too_slow)
+        elif reading == "body" and self._body_timer is None:
             self._body_timer = self.loop.call_later(self.body_timeout, self._body_too_slow)
 
-    def _stop_timers(self) -> None:
-        for timer in (self._header_timer, self._body_timer):
-            if timer is not None:
-                timer.cancel()
-        self._header_timer = self._body_timer = None
+    def _unanswered(self) -> _Cycle | None:
+        """The request whose body is late, if nothing has been answered for it yet."""
+        raise NotImplementedError
 
     def _head_too_slow(self) -> None:
         self._header_timer = None
@@ -104,39 +121,86 @@ class TimedH11Protocol(H11Protocol):
         self._body_timer = None
         if self.transport.is_closing():
             return
-        cycle = self.cycle
-        if (
-            cycle is not None
-            and not cycle.response_started
-            and self.conn.our_state is h11.SEND_RESPONSE
-        ):
+        cycle = self._unanswered()
+        if cycle is not None:
             # The app sees a disconnect and its own answer, if any, goes nowhere.
             cycle.disconnected = True
             cycle.message_event.set()
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(_408_BODY)).encode()),
-                (b"connection", b"close"),
-            ]
-            try:
-                out = self.conn.send(h11.Response(status_code=408, headers=headers))
-                out = (out or b"") + (self.conn.send(h11.Data(data=_408_BODY)) or b"")
-                out += self.conn.send(h11.EndOfMessage()) or b""
-                self.transport.write(out)
-            except h11.LocalProtocolError:  # pragma: no cover - h11 refused; just close
-                pass
+            self.transport.write(_408)
         self.transport.close()
 
 
+class TimedHttpToolsProtocol(Deadlines, HttpToolsProtocol):
+    """uvicorn's httptools protocol with deadlines for a request's head and for its body.
+
+    Use :func:`protocol` to get a subclass with the deadlines set.
+    """
+
+    _reading: Reading = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._clock(self._reading)
+
+    # httptools calls these while it parses; a request's first byte begins its message,
+    # whether it comes alone, after an idle keep-alive, or right behind the previous body.
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._reading = "head"
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        self._reading = "body"
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._reading = None
+
+    def _unanswered(self) -> _Cycle | None:
+        # A pipelined request waits behind one still being answered: no 408 in between.
+        if self.pipeline or self.cycle is None or self.cycle.response_started:
+            return None
+        return self.cycle
+
+
+class TimedH11Protocol(Deadlines, H11Protocol):
+    """uvicorn's h11 protocol with deadlines for a request's head and for its body.
+
+    Use :func:`protocol` to get a subclass with the deadlines set.
+    """
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        state = self.conn.their_state
+        if state is h11.SEND_BODY:
+            self._clock("body")
+        elif state is h11.IDLE and self.conn.trailing_data[0]:
+            # The next request has begun in data already read (on a keep-alive connection,
+            # pipelined, or sent right after a body the app answered without reading).
+            self._clock("head")
+        else:
+            self._clock(None)
+
+    def _unanswered(self) -> _Cycle | None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
+            return None
+        return cycle
+
+
 def protocol(
-    *, header_timeout: float = HEADER_TIMEOUT, body_timeout: float = BODY_TIMEOUT
-) -> type[TimedH11Protocol]:
+    *,
+    http: HTTP = "httptools",
+    header_timeout: float = HEADER_TIMEOUT,
+    body_timeout: float = BODY_TIMEOUT,
+) -> type[TimedHttpToolsProtocol] | type[TimedH11Protocol]:
     """The protocol class to pass as ``uvicorn.Config(http=...)``, with these deadlines."""
     if header_timeout <= 0 or body_timeout <= 0:
         raise ValueError("the header and body timeouts must be positive")
+    base = {"httptools": TimedHttpToolsProtocol, "h11": TimedH11Protocol}[http]
     return type(
-        "TimedH11Protocol",
-        (TimedH11Protocol,),
+        base.__name__,
+        (base,),
         {"header_timeout": float(header_timeout), "body_timeout": float(body_timeout)},
     )
 

@@ -3,7 +3,7 @@
 An event stream never ends by itself, and uvicorn waits for open connections before it stops;
 so the server tells the streams to close (``state.closing``) the moment shutdown begins.
 Slow clients are cut off by the deadlines in :mod:`longcall.server.limits`, which replaces
-uvicorn's HTTP protocol (always h11 here, never httptools, which has no such deadlines).
+uvicorn's HTTP protocol with a timed one: httptools (C parsing) by default, or h11 when asked.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.server.app import Settings, create_app
-from longcall.server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, QuietDisconnects, protocol
+from longcall.server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, HTTP, QuietDisconnects, protocol
 
 
 class Server(uvicorn.Server):
@@ -42,19 +42,21 @@ def build(
     port: int = 8800,
     header_timeout: float = HEADER_TIMEOUT,
     body_timeout: float = BODY_TIMEOUT,
+    http: HTTP = "httptools",
     **uvicorn_options: Any,
 ) -> Server:
     """A server for ``app`` (not started): ``await server.serve()`` or ``server.run()``.
 
     A client has ``header_timeout`` seconds to send a request's head and ``body_timeout``
-    more for its body; ``uvicorn_options`` go to :class:`uvicorn.Config` as they are.
+    more for its body, whichever uvicorn protocol ``http`` names (both are timed);
+    ``uvicorn_options`` go to :class:`uvicorn.Config` as they are.
     """
     web = create_app(app, agent=agent, settings=settings)
     options: dict[str, Any] = {
         "log_level": "warning",
         "timeout_graceful_shutdown": 5,
         "timeout_keep_alive": 5,
-        "http": protocol(header_timeout=header_timeout, body_timeout=body_timeout),
+        "http": protocol(http=http, header_timeout=header_timeout, body_timeout=body_timeout),
         "ws": "none",
         "backlog": 2048,
     }
@@ -89,6 +91,9 @@ async def serve(
     # workflows whose background runs to execute.
     busy = agent is not None or bool(app.workflows.registry)
     loops = app.worker(agent) if worker and busy else None
+    if loops is not None:
+        # The API wakes this process's scheduler when a schedule changes.
+        server.web.state.scheduler = loops.scheduler
     looping = asyncio.create_task(loops.run(handle_signals=False)) if loops else None
     try:
         await server.serve(sockets=sockets)  # returns once a signal has drained the server
