@@ -62,6 +62,33 @@ def split_statements(script: str) -> list[str]:
     return statements
 
 
+# Writes committed together at most: enough to share one fsync among the writers of a busy
+# process, few enough that one group does not hold the database for long.
+GROUP_LIMIT = 64
+
+
+class _Pending:
+    """A write transaction waiting for its group's commit."""
+
+    __slots__ = ("error", "event", "finished", "result", "work")
+
+    def __init__(self, work: Callable[[Tx], Any]) -> None:
+        self.work = work
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.finished = False
+        self.event = threading.Event()
+
+
+def _wrapped(exc: Exception) -> Exception:
+    """A work's error as its caller would have seen it from a transaction of its own."""
+    if isinstance(exc, sqlite3.DatabaseError):
+        wrapped = StoreError(f"SQLite error: {exc}")
+        wrapped.__cause__ = exc
+        return wrapped
+    return exc
+
+
 class SqliteStore(Store):
     """The store on one SQLite file; a connection per thread."""
 
@@ -94,6 +121,9 @@ class SqliteStore(Store):
         # SQLite has one writer at a time. Threads of this process queue here instead of in
         # the busy handler, whose sleeps (1 ms and up) would cost more than the writes.
         self._write_lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._queue_lock = threading.Lock()
+        self._leading = False
         self._closed = False
 
     def _now(self) -> float:
@@ -135,33 +165,97 @@ class SqliteStore(Store):
                 time.sleep(0.005 * (1 + random.random()))
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        if not write:
+            conn = self._conn()
+            try:
+                return work(_Tx(conn, self._queries))
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"SQLite error: {exc}") from exc
+        mine = _Pending(work)
+        with self._queue_lock:
+            self._queue.append(mine)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            mine.event.wait()
+        if not mine.finished:  # this thread leads (from the start, or handed the lead)
+            self._lead(mine)
+        if mine.error is not None:
+            raise mine.error
+        return cast(T, mine.result)
+
+    # -- group commit ------------------------------------------------------------------
+    #
+    # Writers of this process queue their transactions; one of them, the leader, runs
+    # everything queued in one SQLite transaction, each in a savepoint of its own, and
+    # commits once: one fsync for many writes. Each writer still returns only after the
+    # commit, and a writer whose work raises has only its savepoint rolled back.
+
+    def _lead(self, mine: _Pending) -> None:
+        while not mine.finished:
+            with self._queue_lock:
+                batch = self._queue[:GROUP_LIMIT]
+                del self._queue[:GROUP_LIMIT]
+            self._commit_group(batch)
+        with self._queue_lock:
+            if self._queue:  # hand the lead on, so no writer serves the others forever
+                self._queue[0].event.set()
+            else:
+                self._leading = False
+
+    def _commit_group(self, batch: list[_Pending]) -> None:
         conn = self._conn()
         tx = _Tx(conn, self._queries)
         give_up_at = time.monotonic() + self._retry_for
         delay = 0.005
-        while True:
-            try:
-                if not write:
-                    return work(tx)
-                with self._write_lock:
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = work(tx)
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK")
-                        raise
-                return result
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
+        try:
+            while True:
+                try:
+                    with self._write_lock:
+                        self._run_group(conn, tx, batch)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise StoreError(f"SQLite error: {exc}") from exc
+                    if time.monotonic() > give_up_at:
+                        raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
+                    time.sleep(delay * (1 + random.random()))
+                    delay = min(delay * 2, 0.2)
+                except sqlite3.DatabaseError as exc:
                     raise StoreError(f"SQLite error: {exc}") from exc
-                if time.monotonic() > give_up_at:
-                    raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 0.2)
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"SQLite error: {exc}") from exc
+        except BaseException as exc:
+            for item in batch:
+                item.result, item.error = None, exc
+        finally:
+            for item in batch:
+                item.finished = True
+                item.event.set()
+
+    def _run_group(self, conn: sqlite3.Connection, tx: _Tx, batch: list[_Pending]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if len(batch) == 1:
+                item = batch[0]
+                item.result, item.error = item.work(tx), None
+            else:
+                for item in batch:
+                    conn.execute("SAVEPOINT lc_write")
+                    try:
+                        item.result, item.error = item.work(tx), None
+                    except sqlite3.OperationalError as exc:
+                        if _is_busy(exc):
+                            raise  # the whole group waits and runs again
+                        item.result, item.error = None, _wrapped(exc)
+                        conn.execute("ROLLBACK TO lc_write")
+                    except Exception as exc:
+                        item.result, item.error = None, _wrapped(exc)
+                        conn.execute("ROLLBACK TO lc_write")
+                    conn.execute("RELEASE lc_write")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
