@@ -30,7 +30,7 @@ CREATE TABLE lc_runs (
     finished_at      REAL
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
-CREATE INDEX lc_runs_queued ON lc_runs (available_at) WHERE status = 'queued';
+CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
 CREATE INDEX lc_runs_leased ON lc_runs (lease_expires_at) WHERE status = 'running';
 CREATE INDEX lc_runs_created ON lc_runs (created_at, run_id);
 -- Runs that share a concurrency key (a 'queue' schedule's) start one at a time, in order.
