@@ -77,7 +77,7 @@ class _Pending:
         self.result: Any = None
         self.error: BaseException | None = None
         self.finished = False
-        self.event = threading.Event()
+        self.event: threading.Event | None = None  # made only for a write that waits
 
 
 def _wrapped(exc: Exception) -> Exception:
@@ -173,13 +173,21 @@ class SqliteStore(Store):
                 raise StoreError(f"SQLite error: {exc}") from exc
         mine = _Pending(work)
         with self._queue_lock:
-            self._queue.append(mine)
-            lead = not self._leading
+            alone = not self._leading
             self._leading = True
-        if not lead:
+            if not alone:
+                mine.event = threading.Event()
+                self._queue.append(mine)
+        if alone:  # nobody else writing: no group to join
+            try:
+                self._commit_group([mine])
+            finally:
+                self._pass_lead()
+        else:
+            assert mine.event is not None
             mine.event.wait()
-        if not mine.finished:  # this thread leads (from the start, or handed the lead)
-            self._lead(mine)
+            if not mine.finished:  # handed the lead: commit the group this write is in
+                self._lead(mine)
         if mine.error is not None:
             raise mine.error
         return cast(T, mine.result)
@@ -197,9 +205,14 @@ class SqliteStore(Store):
                 batch = self._queue[:GROUP_LIMIT]
                 del self._queue[:GROUP_LIMIT]
             self._commit_group(batch)
+        self._pass_lead()
+
+    def _pass_lead(self) -> None:
         with self._queue_lock:
             if self._queue:  # hand the lead on, so no writer serves the others forever
-                self._queue[0].event.set()
+                event = self._queue[0].event
+                assert event is not None
+                event.set()
             else:
                 self._leading = False
 
@@ -229,7 +242,8 @@ class SqliteStore(Store):
         finally:
             for item in batch:
                 item.finished = True
-                item.event.set()
+                if item.event is not None:
+                    item.event.set()
 
     def _run_group(self, conn: sqlite3.Connection, tx: _Tx, batch: list[_Pending]) -> None:
         conn.execute("BEGIN IMMEDIATE")
