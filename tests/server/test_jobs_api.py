@@ -166,3 +166,20 @@ def test_revoked_token_is_401(api: Api) -> None:
     info = next(t for t in api.app.store.tokens() if t.user_id == "alice")
     assert api.app.store.revoke_token(info.token_id)
     assert api.call("GET", "/v1/jobs", api.alice).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        ("/v1/jobs?limit=%C2%B2", {}),  # "²": a digit to str.isdigit, not to int()
+        ("/v1/jobs?limit=" + "9" * 30, {}),
+        # Header bytes are read as Latin-1: 0xB2 arrives as "²".
+        ("/v1/jobs/export:csv/events", {"accept": "text/event-stream", "last-event-id": b"\xb2"}),
+    ],
+)
+def test_unicode_and_huge_numbers_are_422_not_500(
+    api: Api, path: str, headers: dict[str, str | bytes]
+) -> None:
+    got = api.call("GET", path, api.admin, headers=headers)
+    assert got.status_code == 422
+    assert got.json()["error"]["field"]

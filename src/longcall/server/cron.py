@@ -52,7 +52,7 @@ from longcall.errors import (
 )
 from longcall.server.auth import Principal
 from longcall.server.errors import error
-from longcall.server.jobs import Handler, _Body, authorized, body_of, iso
+from longcall.server.jobs import Handler, _Body, authorized, body_of, iso, whole_number
 from longcall.store.cron import ConcurrencyPolicy, Cron, CronFire, MisfirePolicy
 from longcall.workflows.cron import MAX_CATCH_UP, parse
 
@@ -307,7 +307,7 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
     if paused_text not in (None, "true", "false"):
         return error(422, "invalid_query", "paused is true or false", "paused")
     limit_text = q.get("limit", "50")
-    if not (limit_text.isascii() and limit_text.isdigit() and 1 <= int(limit_text) <= 200):
+    if not (whole_number(limit_text) and 1 <= int(limit_text) <= 200):
         return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
     after = None
     if "cursor" in q:

@@ -28,7 +28,14 @@ from longcall.app import App
 from longcall.jobs import Job
 from longcall.server.auth import Principal
 from longcall.server.errors import error
-from longcall.server.jobs import authorized, event_json, job_events, job_json, visible_job
+from longcall.server.jobs import (
+    authorized,
+    event_json,
+    job_events,
+    job_json,
+    visible_job,
+    whole_number,
+)
 
 LOOKBACK = 5.0  # seconds a change may commit after the time it was stamped with
 PAGE = 200
@@ -72,7 +79,7 @@ async def job_stream(request: Request, app: App, who: Principal) -> Response:
         return await job_events(request, app, who)
     job = await visible_job(app, who, request.path_params["job_id"])
     start = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not start.isdigit():
+    if not whole_number(start):
         return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
 
     async def messages() -> AsyncIterator[bytes]:

@@ -68,7 +68,7 @@ async def read_body(request: Request, limit: int) -> bytes | Response:
     """The body, or a 413 answer as soon as it is known to be over ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.isdigit():
+        if not (declared.isascii() and declared.isdigit()):
             return error(400, "bad_content_length", "Content-Length is not a number")
         if int(declared) > limit:
             return error(413, "too_large", f"the body is over {limit} bytes")

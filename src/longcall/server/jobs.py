@@ -32,6 +32,11 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 Handler = Callable[[Request, App, Principal], Awaitable[Response]]
 
 
+def whole_number(text: str) -> bool:
+    """ASCII digits only, and few of them: ``str.isdigit`` also takes "²", which int() refuses."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 def iso(when: float | None) -> str | None:
     return None if when is None else dt.datetime.fromtimestamp(when, dt.UTC).isoformat()
 
@@ -194,7 +199,7 @@ async def list_jobs(request: Request, app: App, who: Principal) -> Response:
     if state is not None and state not in {s.value for s in JobState}:
         return error(422, "invalid_query", f"unknown state {state!r}", "state")
     limit_text = q.get("limit", "50")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
+    if not (whole_number(limit_text) and 1 <= int(limit_text) <= 200):
         return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
     before = None
     if "cursor" in q:

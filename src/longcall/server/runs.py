@@ -42,7 +42,15 @@ from longcall.errors import (
 from longcall.server.auth import Principal
 from longcall.server.errors import error
 from longcall.server.events import _stream, _ticks, message, wants_stream
-from longcall.server.jobs import MAX_DEADLINE, Handler, _Body, authorized, body_of, iso
+from longcall.server.jobs import (
+    MAX_DEADLINE,
+    Handler,
+    _Body,
+    authorized,
+    body_of,
+    iso,
+    whole_number,
+)
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.engine import KEY
 
@@ -241,11 +249,6 @@ async def submit(request: Request, app: App, who: Principal) -> Response:
     return JSONResponse(data, status_code=201 if created else 200)
 
 
-def _whole(text: str) -> bool:
-    """A whole number a database can compare with (not "²", not 30 digits long)."""
-    return text.isascii() and text.isdigit() and len(text) <= 18
-
-
 def _cursor(run: Run) -> str:
     return base64.urlsafe_b64encode(json.dumps([run.created_at, run.run_id]).encode()).decode()
 
@@ -267,7 +270,7 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
         if "\x00" in q.get(name, ""):
             return error(422, "invalid_query", "no NUL characters here", name)
     limit_text = q.get("limit", "50")
-    if not _whole(limit_text) or not 1 <= int(limit_text) <= 200:
+    if not whole_number(limit_text) or not 1 <= int(limit_text) <= 200:
         return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
     before = None
     if "cursor" in q:
@@ -359,7 +362,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
     """
     run = await visible_run(app, who, request.path_params["run_id"])
     start = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    if not _whole(start):
+    if not whole_number(start):
         return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
     if not wants_stream(request):
         found = await app.in_thread(app.store.run_events, run.run_id, after=int(start))
