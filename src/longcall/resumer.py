@@ -18,11 +18,13 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from longcall.agents import AgentEvent, AgentRunner, CallObserver, FunctionResponse, Message
 from longcall.errors import UnknownCallError
 from longcall.jobs import Delivery, Job, final_response, parse_duration, progress_response
+from longcall.store.core import NOTIFY_CHANNEL
+from longcall.wakeups import listen_in_thread, wait_any
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -255,7 +257,7 @@ class Resumer:
 
         self.app.store.ready_listeners.append(ready)
         listener_stop = threading.Event()
-        listener = self._start_listener(ready, listener_stop)
+        listener = listen_in_thread(self.app.store, NOTIFY_CHANNEL, ready, listener_stop)
         try:
             while not stop.is_set():
                 wake.clear()
@@ -264,10 +266,10 @@ class Resumer:
                 except Exception:
                     log.exception("resumer pass failed; retrying")
                     handled = 0
-                    await _wait_any(stop, None, self.poll_interval)
+                    await wait_any(stop, None, self.poll_interval)
                 if handled or stop.is_set():
                     continue
-                await _wait_any(stop, wake, self.poll_interval)
+                await wait_any(stop, wake, self.poll_interval)
         finally:
             self.app.store.ready_listeners.remove(ready)
             listener_stop.set()
@@ -277,26 +279,6 @@ class Resumer:
     def stop_soon(self) -> None:
         """Finish the group in hand, give the rest back, and let :meth:`run` return."""
         self._stopping = True
-
-    def _start_listener(
-        self, ready: Callable[[], None], stop: threading.Event
-    ) -> threading.Thread | None:
-        listen = getattr(self.app.store, "listen", None)
-        if listen is None:
-            return None
-
-        def loop() -> None:
-            listener = listen()
-            try:
-                while not stop.is_set():
-                    if listener.wait(0.5):
-                        ready()
-            finally:
-                listener.close()
-
-        thread = threading.Thread(target=loop, name="longcall-listen", daemon=True)
-        thread.start()
-        return thread
 
 
 class _GroupCommit:
@@ -385,14 +367,3 @@ class _Heartbeat:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-
-
-async def _wait_any(stop: asyncio.Event, wake: asyncio.Event | None, seconds: float) -> None:
-    waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
-    if wake is not None:
-        waiters.append(asyncio.create_task(wake.wait()))
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

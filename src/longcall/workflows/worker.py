@@ -13,16 +13,16 @@ Cancellation is a flag in the store, so it reaches a run on any worker: the run 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from longcall.jobs import parse_duration
 from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Run, RunStatus
+from longcall.wakeups import listen_in_thread, wait_any
 from longcall.workflows.runs import Held
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class RunWorker:
         store = self.app.store
         store.run_listeners.append(queued)
         listener_stop = threading.Event()
-        listener = self._listen(queued, listener_stop)
+        listener = listen_in_thread(store, RUNS_CHANNEL, queued, listener_stop)
         watching = asyncio.create_task(self._watch_cancels(stop))
         try:
             while not stop.is_set():
@@ -78,7 +78,7 @@ class RunWorker:
                         log.exception("claiming runs failed; retrying")
                 if claimed and len(self.active) < self.concurrency:
                     continue
-                await _wait_any(stop, wake, self.poll_interval)
+                await wait_any(stop, wake, self.poll_interval)
             if self.active:
                 await asyncio.wait(list(self.active.values()))
         finally:
@@ -152,32 +152,3 @@ class RunWorker:
 
     def _cancelling(self) -> set[str]:
         return self.app.store.cancelling_runs(f"{self.holder}/")
-
-    def _listen(self, wake: Any, stop: threading.Event) -> threading.Thread | None:
-        listen = getattr(self.app.store, "listen", None)
-        if listen is None:
-            return None
-
-        def loop() -> None:
-            listener = listen(RUNS_CHANNEL)
-            try:
-                while not stop.is_set():
-                    if listener.wait(0.5):
-                        wake()
-            finally:
-                listener.close()
-
-        thread = threading.Thread(target=loop, name="longcall-runs-listen", daemon=True)
-        thread.start()
-        return thread
-
-
-async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
-    waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(wake.wait())]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiter
