@@ -77,6 +77,28 @@ def _rate(count: int, work: Callable[[], None]) -> float:
     return count / (time.perf_counter() - started)
 
 
+def _scenarios(
+    sizes: Sizes,
+    scenarios: str,
+    run_chain: Callable[[int], None],
+    run_ones: Callable[[int], None],
+    trip: Callable[[], None],
+) -> Figures:
+    """The same three measurements, each after a warm-up, whichever library is behind them."""
+    figures: Figures = {}
+    if "a" in scenarios:
+        run_chain(sizes.warmup)
+        figures["a"] = _rate(sizes.tasks, lambda: run_chain(sizes.tasks))
+    if "b" in scenarios:
+        run_ones(sizes.warmup)
+        figures["b"] = _rate(sizes.runs, lambda: run_ones(sizes.runs))
+    if "c" in scenarios:
+        for _ in range(sizes.warmup):
+            trip()
+        figures["c"] = _median_ms(sizes.trips, trip)
+    return figures
+
+
 def _median_ms(count: int, trip: Callable[[], None]) -> float:
     times = []
     for _ in range(count):
@@ -142,21 +164,10 @@ def measure_longcall(url: str, sizes: Sizes, scenarios: str) -> Figures:
         done = app.resume(run.run_id, {"interrupt-1": {"approved": True}})
         assert done.status == "completed" and done.result is True, (done.status, done.result)
 
-    figures: Figures = {}
     try:
-        if "a" in scenarios:
-            run_chain(sizes.warmup)
-            figures["a"] = _rate(sizes.tasks, lambda: run_chain(sizes.tasks))
-        if "b" in scenarios:
-            run_ones(sizes.warmup)
-            figures["b"] = _rate(sizes.runs, lambda: run_ones(sizes.runs))
-        if "c" in scenarios:
-            for _ in range(sizes.warmup):
-                trip()
-            figures["c"] = _median_ms(sizes.trips, trip)
+        return _scenarios(sizes, scenarios, run_chain, run_ones, trip)
     finally:
         app.close()
-    return figures
 
 
 # -- LangGraph ------------------------------------------------------------------------
@@ -212,21 +223,10 @@ def measure_langgraph(path: Path, sizes: Sizes, scenarios: str) -> Figures:
         assert "__interrupt__" in suspended, suspended
         assert approve.invoke(Command(resume={"approved": True}), config) is True
 
-    figures: Figures = {}
     try:
-        if "a" in scenarios:
-            run_chain(sizes.warmup)
-            figures["a"] = _rate(sizes.tasks, lambda: run_chain(sizes.tasks))
-        if "b" in scenarios:
-            run_ones(sizes.warmup)
-            figures["b"] = _rate(sizes.runs, lambda: run_ones(sizes.runs))
-        if "c" in scenarios:
-            for _ in range(sizes.warmup):
-                trip()
-            figures["c"] = _median_ms(sizes.trips, trip)
+        return _scenarios(sizes, scenarios, run_chain, run_ones, trip)
     finally:
         conn.close()
-    return figures
 
 
 # -- DBOS (in a child process: one launched DBOS per process) -------------------------
@@ -289,21 +289,10 @@ def dbos_worker(url: str, sizes: Sizes, scenarios: str, poll: float | None) -> F
         DBOS.send(handle.workflow_id, {"approved": True}, "approval")
         assert handle.get_result() is True
 
-    figures: Figures = {}
     try:
-        if "a" in scenarios:
-            run_chain(sizes.warmup)
-            figures["a"] = _rate(sizes.tasks, lambda: run_chain(sizes.tasks))
-        if "b" in scenarios:
-            run_ones(sizes.warmup)
-            figures["b"] = _rate(sizes.runs, lambda: run_ones(sizes.runs))
-        if "c" in scenarios:
-            for _ in range(sizes.warmup):
-                trip()
-            figures["c"] = _median_ms(sizes.trips, trip)
+        return _scenarios(sizes, scenarios, run_chain, run_ones, trip)
     finally:
         DBOS.destroy()
-    return figures
 
 
 def measure_dbos(

@@ -161,6 +161,3 @@ RETURNING *;
 SELECT run_id FROM lc_runs
 WHERE holder LIKE %(pattern)s ESCAPE '\' AND status = 'running' AND cancel_requested;
 
--- name: active_key_runs
-SELECT COUNT(*) AS n FROM lc_runs
-WHERE concurrency_key = %(key)s AND status IN ('queued', 'running', 'waiting_input');

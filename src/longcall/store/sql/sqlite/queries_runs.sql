@@ -144,6 +144,3 @@ RETURNING *;
 SELECT run_id FROM lc_runs
 WHERE holder LIKE :pattern ESCAPE '\' AND status = 'running' AND cancel_requested = 1;
 
--- name: active_key_runs
-SELECT COUNT(*) AS n FROM lc_runs
-WHERE concurrency_key = :key AND status IN ('queued', 'running', 'waiting_input');
