@@ -121,6 +121,7 @@ class App:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self.workflows.heartbeat.close()
         self.store.close()
 
     def __enter__(self) -> App:

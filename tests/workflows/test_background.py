@@ -682,15 +682,15 @@ def test_one_failed_lease_renewal_does_not_stop_the_heartbeat(db_url: str) -> No
         return app
 
     apps = [first, second] = [worker_app("first"), worker_app("second")]
-    real_renew = first.store.renew_run
+    real_renew = first.store.renew_runs
     hiccups = [StoreUnavailable("the database hiccuped")]
 
-    def renew_once_failing(*args: Any, **kwargs: Any) -> bool | None:
+    def renew_once_failing(*args: Any, **kwargs: Any) -> dict[tuple[str, str], bool]:
         if hiccups:
             raise hiccups.pop()
         return real_renew(*args, **kwargs)
 
-    first.store.renew_run = renew_once_failing  # type: ignore[method-assign]
+    first.store.renew_runs = renew_once_failing  # type: ignore[method-assign]
 
     async def main(run_id: str) -> None:
         stop = asyncio.Event()

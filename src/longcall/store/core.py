@@ -61,6 +61,15 @@ class StoreCore(ABC):
         is a conditional update or an insert-if-absent.
         """
 
+    def _statement(self, query: str, **params: Any) -> list[Row]:
+        """Run one statement that commits by itself, and return its rows.
+
+        For the hot paths of background runs (submit, claim, checkpoint, end): PostgreSQL
+        runs it without BEGIN and COMMIT, one round trip instead of three. The statement must
+        be safe to run again, like everything ``_transact`` runs.
+        """
+        return self._transact(lambda tx: tx.all(query, **params))
+
     def _now(self) -> float | None:
         """The time to compare with, or None to let the database use its own clock."""
         return self.clock.now() if self.clock.authoritative else None

@@ -28,6 +28,7 @@ from typing import Any
 
 from longcall.errors import CronConflict, CronNotFound
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
+from longcall.store.runs import RUNS_CHANNEL
 
 __all__ = [
     "ConcurrencyPolicy",
@@ -424,6 +425,7 @@ class CronOps(StoreCore):
                     now=now + started * _CREATION_STEP,
                     cron_id=cron.cron_id,
                     concurrency_key=key,
+                    channel=RUNS_CHANNEL,  # PostgreSQL's workers hear of it at the commit
                 )
                 started += 1
                 last = at if last is None else max(last, at)

@@ -117,12 +117,29 @@ class PostgresStore(Store):
         )
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        def attempt() -> T:
+            with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                return work(_Tx(cur, self._queries))
+
+        return self._retrying(attempt)
+
+    def _statement(self, query: str, **params: Any) -> list[Row]:
+        # The pool's connections are in autocommit mode: the statement is its own transaction.
+        def attempt() -> list[Row]:
+            with self.pool.connection() as conn, conn.cursor() as cur:
+                cur.execute(self._queries[query], params)
+                return list(cur.fetchall()) if cur.description else []
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """Run ``attempt``, again with backoff while the server is away or a transaction
+        lost a race it can retry; for at most ``retry_for`` seconds."""
         give_up_at = time.monotonic() + self._retry_for
         delay = 0.01
         while True:
             try:
-                with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                    return work(_Tx(cur, self._queries))
+                return attempt()
             except (
                 psycopg.OperationalError,
                 PoolTimeout,

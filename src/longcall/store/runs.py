@@ -151,6 +151,24 @@ def _interrupt(row: Row) -> Interrupt:
     )
 
 
+# A run held to execute, with what it recorded so far: (run, steps, interrupts).
+Held = tuple[Run, list[Step], dict[str, Interrupt]]
+
+
+@dataclass(frozen=True, slots=True)
+class NextClaim:
+    """What a worker claims in the statement that ends one of its runs: up to ``limit`` runs
+    for ``holder``, handed to ``take`` (called in the thread that ended the run)."""
+
+    holder: str
+    lease: float
+    limit: int
+    take: Callable[[list[Held]], None]
+
+
+# claim_runs's parameters for ending nothing first.
+_NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
+
 # The error a cancelled run ends with, wherever it was when it was cancelled.
 CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
 
@@ -183,41 +201,39 @@ class RunOps(StoreCore):
     ) -> tuple[Run, bool]:
         """Create the run: held by ``holder`` to execute at once, or queued for a worker.
         The existing one if the id or the idempotency key is taken (True when created)."""
-        now = self._now()
+        rows = self._statement(
+            "insert_run",
+            run_id=run_id,
+            workflow_id=workflow_id,
+            status="running" if holder else "queued",
+            input=dumps(input),
+            user_id=user_id,
+            job_id=job_id,
+            cron_id=cron_id,
+            concurrency_key=concurrency_key,
+            idempotency_key=idempotency_key,
+            max_retries=max_retries,
+            timeout_secs=timeout_secs,
+            holder=holder,
+            lease=lease,
+            channel=RUNS_CHANNEL,
+            now=self._now(),
+        )
+        if rows:
+            if holder is None:
+                self._runs_queued()
+            return run_from_row(rows[0]), True
 
-        def work(tx: Tx) -> tuple[Run, bool]:
-            row = tx.one(
-                "insert_run",
-                run_id=run_id,
-                workflow_id=workflow_id,
-                status="running" if holder else "queued",
-                input=dumps(input),
-                user_id=user_id,
-                job_id=job_id,
-                cron_id=cron_id,
-                concurrency_key=concurrency_key,
-                idempotency_key=idempotency_key,
-                max_retries=max_retries,
-                timeout_secs=timeout_secs,
-                holder=holder,
-                lease=lease,
-                now=now,
-            )
-            if row is not None:
-                if holder is None:
-                    tx.run("notify", channel=RUNS_CHANNEL, payload="queued")
-                return run_from_row(row), True
-            existing = tx.one("get_run", run_id=run_id)
-            if existing is None and idempotency_key is not None:
-                existing = tx.one("run_by_idempotency_key", key=idempotency_key)
-            if existing is None:  # pragma: no cover - a conflict leaves one of the two
-                raise RunNotFound(run_id)
-            return run_from_row(existing), False
+        def existing(tx: Tx) -> Row | None:
+            row = tx.one("get_run", run_id=run_id)
+            if row is None and idempotency_key is not None:
+                row = tx.one("run_by_idempotency_key", key=idempotency_key)
+            return row
 
-        created = self._transact(work)
-        if created[1] and holder is None:
-            self._runs_queued()
-        return created
+        row = self._transact(existing, write=False)
+        if row is None:  # pragma: no cover - a conflict leaves one of the two
+            raise RunNotFound(run_id)
+        return run_from_row(row), False
 
     def _runs_queued(self) -> None:
         for listener in list(self.run_listeners):
@@ -237,13 +253,13 @@ class RunOps(StoreCore):
         lease: float,
         answers: Mapping[str, Any] | None = None,
         check: Callable[[Run, dict[str, Interrupt]], None] | None = None,
-    ) -> tuple[Run, list[Step], dict[str, Interrupt]] | None:
+    ) -> Held | None:
         """In one transaction: ``check`` the run (it raises to refuse, and nothing is
         written), store ``answers`` to its interrupts, take it, and read its record. None
         when it is not there to take (held, ended, cancelled)."""
         now = self._now()
 
-        def work(tx: Tx) -> tuple[Run, list[Step], dict[str, Interrupt]] | None:
+        def work(tx: Tx) -> Held | None:
             row = tx.one("get_run", run_id=run_id)
             if row is None:
                 raise RunNotFound(run_id)
@@ -263,35 +279,22 @@ class RunOps(StoreCore):
 
         return self._transact(work)
 
-    def claim_runs(
-        self, holder: str, *, limit: int, lease: float
-    ) -> list[tuple[Run, list[Step], dict[str, Interrupt]]]:
+    def claim_runs(self, holder: str, *, limit: int, lease: float) -> list[Held]:
         """Take up to ``limit`` runs to execute: abandoned ones (their holder's lease ran
         out) first, then queued ones; each with its record when it executed before."""
-        now = self._now()
+        rows = self._statement(
+            "claim_runs", holder=holder, lease=lease, limit=limit, now=self._now(), **_NO_END
+        )
+        return self._held(rows)
 
-        def work(tx: Tx) -> list[tuple[Run, list[Step], dict[str, Interrupt]]]:
-            rows = tx.all("claim_abandoned_runs", holder=holder, lease=lease, limit=limit, now=now)
-            if len(rows) < limit:
-                rows += tx.all(
-                    "claim_queued_runs",
-                    holder=holder,
-                    lease=lease,
-                    limit=limit - len(rows),
-                    now=now,
-                )
-            claimed = []
-            for row in rows:
-                run = run_from_row(row)
-                if run.executions > 1:  # resumed, retried or taken over: replay its record
-                    steps = [_step(r) for r in tx.all("run_steps", run_id=run.run_id)]
-                    rows_i = tx.all("run_interrupts", run_id=run.run_id)
-                    claimed.append((run, steps, {r["key"]: _interrupt(r) for r in rows_i}))
-                else:
-                    claimed.append((run, [], {}))
-            return claimed
-
-        return self._transact(work)
+    def _held(self, rows: list[Row]) -> list[Held]:
+        claimed = []
+        for run in sorted(map(run_from_row, rows), key=lambda r: (r.created_at, r.run_id)):
+            if run.executions > 1:  # resumed, retried or taken over: replay its record
+                claimed.append((run, self.run_steps(run.run_id), self.run_interrupts(run.run_id)))
+            else:
+                claimed.append((run, [], {}))
+        return claimed
 
     def retry_run(self, run_id: str, holder: str, *, error: Any, delay: float) -> Run | None:
         """Put a failed attempt back in the queue after ``delay`` seconds; its completed
@@ -347,14 +350,18 @@ class RunOps(StoreCore):
         rows = self._transact(lambda tx: tx.all("cancelling_runs", pattern=pattern), write=False)
         return {r["run_id"] for r in rows}
 
-    def renew_run(self, run_id: str, holder: str, *, lease: float) -> bool | None:
-        """Extend the lease; None when the run is no longer ours, else whether it is being
-        cancelled."""
-        now = self._now()
-        row = self._transact(
-            lambda tx: tx.one("renew_run", run_id=run_id, holder=holder, lease=lease, now=now)
+    def renew_runs(
+        self, held: Sequence[tuple[str, str]], *, lease: float
+    ) -> dict[tuple[str, str], bool]:
+        """Extend the leases of ``held`` (run id, holder) pairs in one statement: the runs
+        still ours, each with whether someone asked for it to stop."""
+        rows = self._statement(
+            "renew_runs",
+            held=dumps([{"run_id": run_id, "holder": holder} for run_id, holder in held]),
+            lease=lease,
+            now=self._now(),
         )
-        return None if row is None else bool(row["cancel_requested"])
+        return {(r["run_id"], r["holder"]): bool(r["cancel_requested"]) for r in rows}
 
     def end_run(
         self,
@@ -367,10 +374,43 @@ class RunOps(StoreCore):
         error: Any = None,
         asked: Sequence[tuple[str, str, dict[str, Any] | None, Any]] = (),
         consumed: Sequence[str] = (),
+        for_job: bool = True,
+        then_claim: NextClaim | None = None,
     ) -> Run | None:
         """Record where the run stands, with the interrupts it asked (key, prompt, schema,
-        error) and the answers it consumed; None when the run is no longer ours."""
+        error) and the answers it consumed; None when the run is no longer ours.
+
+        ``for_job=False`` says the run does no job's work; then, with nothing asked or
+        consumed, the end is a single statement, which also makes ``then_claim``'s claim
+        once the end is recorded."""
         now = self._now()
+        params = {
+            "run_id": run_id,
+            "holder": holder,
+            "status": status.value,
+            "result": dumps(result),
+            "error": None if error is None else dumps(error),
+            "state": dumps(state),
+            "now": now,
+        }
+        if not for_job and not asked and not consumed:
+            if then_claim is None:
+                rows = self._statement("end_run", **params)
+                return run_from_row(rows[0]) if rows else None
+            claim = {
+                **params,
+                "end_run_id": run_id,
+                "end_holder": holder,
+                "holder": then_claim.holder,
+                "lease": then_claim.lease,
+                "limit": then_claim.limit,
+            }
+            rows = self._statement("claim_runs", **claim)
+            claimed = self._held([r for r in rows if r["kind"] == "claimed"])
+            if claimed:
+                then_claim.take(claimed)
+            done = [run_from_row(r) for r in rows if r["kind"] == "ended"]
+            return done[0] if done else None
 
         def work(tx: Tx) -> Run | None:
             for key, prompt, schema, problem in asked:
@@ -385,16 +425,7 @@ class RunOps(StoreCore):
                 )
             for key in consumed:
                 tx.run("consume_interrupt", run_id=run_id, key=key)
-            row = tx.one(
-                "end_run",
-                run_id=run_id,
-                holder=holder,
-                status=status.value,
-                result=dumps(result),
-                error=None if error is None else dumps(error),
-                state=dumps(state),
-                now=now,
-            )
+            row = tx.one("end_run", **params)
             if row is None:
                 return None
             ended = run_from_row(row)
@@ -456,26 +487,21 @@ class RunOps(StoreCore):
     ) -> tuple[bool, bool]:
         """Commit a task call's checkpoint: (written, cancelling). Not written when the run is
         no longer ours; cancelling once someone asked for the run to stop."""
-
-        def work(tx: Tx) -> tuple[bool, bool]:
-            written = tx.run(
-                "insert_step",
-                run_id=run_id,
-                holder=holder,
-                position=position,
-                name=name,
-                args_hash=args_hash,
-                ok=ok,
-                result=dumps(result),
-                changes=dumps(changes),
-                attempts=attempts,
-                started_at=started_at,
-                now=finished_at,
-            )
-            row = tx.one("run_cancel_requested", run_id=run_id)
-            return written > 0, bool(row and row["cancel_requested"])
-
-        return self._transact(work)
+        rows = self._statement(
+            "insert_step",
+            run_id=run_id,
+            holder=holder,
+            position=position,
+            name=name,
+            args_hash=args_hash,
+            ok=ok,
+            result=dumps(result),
+            changes=dumps(changes),
+            attempts=attempts,
+            started_at=started_at,
+            now=finished_at,
+        )
+        return bool(rows), bool(rows and rows[0]["cancel_requested"])
 
     def run_interrupts(self, run_id: str) -> dict[str, Interrupt]:
         rows = self._transact(lambda tx: tx.all("run_interrupts", run_id=run_id), write=False)

@@ -45,6 +45,13 @@ class _Tx:
     def run(self, query: str, **params: Any) -> int:
         return self._conn.execute(self._queries[query], params).rowcount
 
+    def each(self, statements: list[str], params: dict[str, Any]) -> list[Row]:
+        """Execute the statements in order; the rows of all of them."""
+        rows: list[Row] = []
+        for statement in statements:
+            rows += self._conn.execute(statement, params).fetchall()
+        return rows
+
 
 def split_statements(script: str) -> list[str]:
     """Split a SQL script into complete statements (``sqlite3.complete_statement`` decides)."""
@@ -125,6 +132,7 @@ class SqliteStore(Store):
         self._queue_lock = threading.Lock()
         self._leading = False
         self._closed = False
+        self._split: dict[str, list[str]] = {}  # queries of several statements, split
 
     def _now(self) -> float:
         # One host, one clock: SQLite always compares with the time we pass.
@@ -163,6 +171,14 @@ class SqliteStore(Store):
                     conn.close()
                     raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
                 time.sleep(0.005 * (1 + random.random()))
+
+    def _statement(self, query: str, **params: Any) -> list[Row]:
+        # A query may be several statements here (SQLite has no UPDATE inside WITH): they
+        # run in one transaction, and the rows of all of them come back.
+        statements = self._split.get(query)
+        if statements is None:
+            statements = self._split[query] = split_statements(self._queries[query] + ";")
+        return self._transact(lambda tx: cast(_Tx, tx).each(statements, params))
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
         if not write:

@@ -19,7 +19,6 @@ import json
 import logging
 import random
 import re
-import threading
 import time
 import typing
 from collections.abc import Awaitable, Callable, Generator
@@ -260,47 +259,27 @@ class Execution:
         self._applied = 0  # positions whose state changes are applied, in order
         self.ctx = TaskContext(self)
         self._renew_at = time.monotonic() + lease / 3
-        self._beat: threading.Timer | None = None
-        self._lock = threading.Lock()
 
-    # -- holding the run ----------------------------------------------------------------
+    # -- holding the run (the app's heartbeat renews the lease; see leases.py) -------------
 
-    def start_heartbeat(self) -> None:
-        """Renew the lease in the background, so a long task does not lose the run."""
-        self._beat = threading.Timer(self.lease / 3, self._heartbeat)
-        self._beat.daemon = True
-        self._beat.start()
+    @property
+    def lease_key(self) -> tuple[str, str]:
+        return self.run.run_id, self.holder
 
-    def stop_heartbeat(self) -> None:
-        with self._lock:
-            if self._beat is not None:
-                self._beat.cancel()
-                self._beat = None
-
-    def _heartbeat(self) -> None:
-        try:
-            self.renew()
-        except Exception:
-            # One failed renewal (the database busy or away for a moment) must not end the
-            # heartbeat: the lease has two more beats before it runs out.
-            log.warning("renewing the lease on run %s failed", self.run.run_id, exc_info=True)
-        with self._lock:
-            if self._beat is not None and not self.lost:
-                self._beat = threading.Timer(self.lease / 3, self._heartbeat)
-                self._beat.daemon = True
-                self._beat.start()
-
-    def renew(self) -> None:
-        cancelling = self.app.store.renew_run(self.run.run_id, self.holder, lease=self.lease)
+    def renewed(self, cancelling: bool | None) -> None:
         self._renew_at = time.monotonic() + self.lease / 3
         if cancelling is None:
             self.lost = True
         elif cancelling:
             self.cancel_seen = True
 
+    def renew(self) -> None:
+        still = self.app.store.renew_runs([self.lease_key], lease=self.lease)
+        self.renewed(still.get(self.lease_key))
+
     def check_in(self) -> None:
         """At a task call: stop if the run was lost or cancelled."""
-        if time.monotonic() >= self._renew_at:
+        if time.monotonic() >= self._renew_at:  # the heartbeat is late: renew here
             self.renew()
         if self.lost:
             raise Lost()

@@ -27,7 +27,16 @@ from longcall.errors import (
     WorkflowError,
 )
 from longcall.jobs import parse_duration
-from longcall.store.runs import CANCELLED, Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.store.runs import (
+    CANCELLED,
+    Held,
+    Interrupt,
+    NextClaim,
+    Run,
+    RunEvent,
+    RunStatus,
+    Step,
+)
 from longcall.workflows.engine import (
     KEY,
     Cancelled,
@@ -42,6 +51,7 @@ from longcall.workflows.engine import (
     run_body,
     run_body_async,
 )
+from longcall.workflows.leases import Heartbeat
 from longcall.workflows.state import Reducer, State, StateSchemaValidator
 
 if TYPE_CHECKING:
@@ -135,10 +145,6 @@ def _key_number(key: str) -> int:
     return int(key.rsplit("-", 1)[1]) if KEY.match(key) else 0
 
 
-# A run this app holds, with what it recorded so far: (run, steps, interrupts).
-Held = tuple[Run, list[Step], dict[str, Interrupt]]
-
-
 class Workflows:
     """The workflows and tasks of one App, and the runs of them."""
 
@@ -151,6 +157,7 @@ class Workflows:
         self.retry_cap = retry_cap
         self.registry: dict[str, Workflow] = {}
         self.tasks: dict[str, Task] = {}
+        self.heartbeat = Heartbeat(app.store, lease)
 
     # -- registration ---------------------------------------------------------------------
 
@@ -226,34 +233,35 @@ class Workflows:
             is_async=wf.is_async,
         )
 
-    def execute(self, held: Held) -> Run:
-        """Execute a run this app holds, in this thread, to its end or its next interrupt."""
+    def execute(self, held: Held, *, then_claim: NextClaim | None = None) -> Run:
+        """Execute a run this app holds, in this thread, to its end or its next interrupt;
+        a worker passes ``then_claim`` to claim its next runs as this one ends."""
         wf = self.registry.get(held[0].workflow_id)
         if wf is None:
             return self._unregistered(held[0])
         if held[0].cancel_requested:  # taken over from a holder that died while cancelling
             return self.end(held[0], RunStatus.CANCELLED, error=CANCELLED)
         exe = self._execution(wf, held)
-        exe.start_heartbeat()
+        self.heartbeat.hold(exe)
         try:
             # An async workflow called from sync code gets an event loop of its own.
             body = asyncio.run(self._body_async(wf, exe)) if wf.is_async else self._body(wf, exe)
             outcome = body
         finally:
-            exe.stop_heartbeat()
-        return self._end(wf, exe, outcome)
+            self.heartbeat.release(exe)
+        return self._end(wf, exe, outcome, then_claim)
 
-    async def execute_async(self, held: Held) -> Run:
+    async def execute_async(self, held: Held, *, then_claim: NextClaim | None = None) -> Run:
         wf = self.registry.get(held[0].workflow_id)
         if wf is None or held[0].cancel_requested or not wf.is_async:
-            return await self.app.in_thread(self.execute, held)
+            return await self.app.in_thread(self.execute, held, then_claim=then_claim)
         exe = self._execution(wf, held)
-        exe.start_heartbeat()
+        self.heartbeat.hold(exe)
         try:
             outcome = await self._body_async(wf, exe)
         finally:
-            exe.stop_heartbeat()
-        return await self.app.in_thread(self._end, wf, exe, outcome)
+            self.heartbeat.release(exe)
+        return await self.app.in_thread(self._end, wf, exe, outcome, then_claim)
 
     def _body(self, wf: Workflow, exe: Execution) -> tuple[RunStatus, Any, Any]:
         try:
@@ -291,7 +299,13 @@ class Workflows:
             return RunStatus.FAILED, None, _error(exc)
         raise exc  # KeyboardInterrupt, SystemExit: the lease runs out, another worker resumes
 
-    def _end(self, wf: Workflow, exe: Execution, outcome: tuple[RunStatus, Any, Any]) -> Run:
+    def _end(
+        self,
+        wf: Workflow,
+        exe: Execution,
+        outcome: tuple[RunStatus, Any, Any],
+        then_claim: NextClaim | None = None,
+    ) -> Run:
         status, result, error = outcome
         store = self.app.store
         if status is RunStatus.RUNNING or exe.lost:
@@ -304,6 +318,7 @@ class Workflows:
             error=error,
             asked=exe.asked,
             consumed=exe.consumed,
+            then_claim=then_claim,
         )
 
     def end(
@@ -316,6 +331,7 @@ class Workflows:
         error: dict[str, Any] | None = None,
         asked: Sequence[tuple[str, str, dict[str, Any] | None, Any]] = (),
         consumed: Sequence[str] = (),
+        then_claim: NextClaim | None = None,
     ) -> Run:
         """Record how an execution ended; a failed attempt with retries left goes back to
         the queue instead (resuming from its checkpoints)."""
@@ -342,6 +358,8 @@ class Workflows:
             error=error,
             asked=asked,
             consumed=consumed,
+            for_job=run.job_id is not None,
+            then_claim=then_claim,
         )
         return ended or store.get_run(run.run_id)
 

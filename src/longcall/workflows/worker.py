@@ -13,6 +13,7 @@ Cancellation is a flag in the store, so it reaches a run on any worker: the run 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import threading
@@ -21,9 +22,8 @@ import uuid
 from typing import TYPE_CHECKING
 
 from longcall.jobs import parse_duration
-from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Run, RunStatus
-from longcall.wakeups import listen_in_thread, wait_any
-from longcall.workflows.runs import Held
+from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, Run, RunStatus
+from longcall.wakeups import listen_in_thread
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -51,12 +51,14 @@ class RunWorker:
         self.active: dict[str, asyncio.Task[Run]] = {}
         self._cancel_seen: dict[str, float] = {}
         self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
         self.executed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and execute until ``stop`` is set; then let the runs in hand finish."""
-        loop = asyncio.get_running_loop()
+        self._loop = loop = asyncio.get_running_loop()
         self._wake = wake = asyncio.Event()
+        self._stop = stop
 
         def queued() -> None:
             loop.call_soon_threadsafe(wake.set)
@@ -66,6 +68,7 @@ class RunWorker:
         listener_stop = threading.Event()
         listener = listen_in_thread(store, RUNS_CHANNEL, queued, listener_stop)
         watching = asyncio.create_task(self._watch_cancels(stop))
+        stopping = asyncio.create_task(self._wake_when(stop))
         try:
             while not stop.is_set():
                 wake.clear()
@@ -78,44 +81,77 @@ class RunWorker:
                         log.exception("claiming runs failed; retrying")
                 if claimed and len(self.active) < self.concurrency:
                     continue
-                await wait_any(stop, wake, self.poll_interval)
-            if self.active:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_interval):
+                        await wake.wait()
+            while self.active:  # a run ending now may still hand over the next one
                 await asyncio.wait(list(self.active.values()))
         finally:
             watching.cancel()
+            stopping.cancel()
             store.run_listeners.remove(queued)
             listener_stop.set()
             if listener is not None:
                 await asyncio.to_thread(listener.join, 5)
 
-    async def _claim(self, limit: int) -> int:
+    async def _wake_when(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._wake.set()
+
+    def _new_holder(self) -> str:
         # Each claim gets a holder of its own: a run claimed again later (after a timeout
         # here) is fenced from the execution that lost it, even in this process.
-        holder = f"{self.holder}/{uuid.uuid4().hex[:8]}"
+        return f"{self.holder}/{uuid.uuid4().hex[:8]}"
+
+    async def _claim(self, limit: int) -> int:
         lease = self.app.workflows.lease
+        store = self.app.store
         claimed = await self.app.in_thread(
-            self.app.store.claim_runs, holder, limit=limit, lease=lease
+            store.claim_runs, self._new_holder(), limit=limit, lease=lease
         )
+        self._start(claimed)
+        return len(claimed)
+
+    def _start(self, claimed: list[Held]) -> None:
         for held in claimed:
             run_id = held[0].run_id
             task = asyncio.create_task(self._execute(held), name=f"run {run_id}")
             self.active[run_id] = task
             task.add_done_callback(functools.partial(self._done, run_id))
-        return len(claimed)
 
-    def _done(self, run_id: str, _task: asyncio.Task[Run]) -> None:
+    def _claimed_meanwhile(self, claimed: list[Held]) -> None:
+        """From the thread that ended a run and claimed the next in the same statement."""
+        try:
+            self._loop.call_soon_threadsafe(self._start, claimed)
+        except RuntimeError:  # the loop is gone: the runs' leases run out, others take them
+            log.warning("claimed %d runs after the worker stopped", len(claimed))
+
+    def _done(self, run_id: str, task: asyncio.Task[Run]) -> None:
         self.active.pop(run_id, None)
         self._cancel_seen.pop(run_id, None)
         self.executed += 1
-        self._wake.set()  # a free slot: look for the next run now, not at the next poll
+        # A free slot: look for the next run now, not at the next poll. So does the end of a
+        # run with a concurrency key: it frees the next run of its key, which the statement
+        # that ended it could not see yet.
+        ended = None if task.cancelled() or task.exception() else task.result()
+        if len(self.active) < self.concurrency or (ended and ended.concurrency_key):
+            self._wake.set()
 
     async def _execute(self, held: Held) -> Run:
         run = held[0]
         workflows = self.app.workflows
+        # The statement that ends this run also claims the next one for this slot, unless
+        # the worker is stopping.
+        then_claim = None
+        if not self._stop.is_set():
+            then_claim = NextClaim(
+                self._new_holder(), workflows.lease, 1, self._claimed_meanwhile
+            )
         try:
+            execution = workflows.execute_async(held, then_claim=then_claim)
             if run.timeout_secs:
-                return await asyncio.wait_for(workflows.execute_async(held), run.timeout_secs)
-            return await workflows.execute_async(held)
+                return await asyncio.wait_for(execution, run.timeout_secs)
+            return await execution
         except TimeoutError:
             error = {"type": "Timeout", "message": f"the attempt ran over {run.timeout_secs:g}s"}
             return await self.app.in_thread(workflows.end, run, RunStatus.FAILED, error=error)

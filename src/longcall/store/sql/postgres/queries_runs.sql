@@ -1,17 +1,22 @@
 -- Workflow runs (schema 4): the run row, task checkpoints, interrupts and events.
 
 -- name: insert_run
-INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
-                     concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
-                     holder, lease_expires_at, executions, created_at, updated_at)
-VALUES (%(run_id)s, %(workflow_id)s, %(status)s, %(input)s::jsonb, %(user_id)s, %(job_id)s,
-        %(cron_id)s, %(concurrency_key)s, %(idempotency_key)s, %(max_retries)s,
-        %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
-        CASE WHEN %(holder)s::text IS NULL THEN NULL ELSE lc_now(%(now)s) + %(lease)s END,
-        CASE WHEN %(holder)s::text IS NULL THEN 0 ELSE 1 END,
-        lc_now(%(now)s), lc_now(%(now)s))
-ON CONFLICT DO NOTHING
-RETURNING *;
+-- One statement (it commits by itself): the run, and for a queued one the workers told.
+WITH created AS (
+    INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
+                         concurrency_key, idempotency_key, max_retries, timeout_secs,
+                         available_at, holder, lease_expires_at, executions, created_at,
+                         updated_at)
+    VALUES (%(run_id)s, %(workflow_id)s, %(status)s, %(input)s::jsonb, %(user_id)s,
+            %(job_id)s, %(cron_id)s, %(concurrency_key)s, %(idempotency_key)s,
+            %(max_retries)s, %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
+            CASE WHEN %(holder)s::text IS NULL THEN NULL ELSE lc_now(%(now)s) + %(lease)s END,
+            CASE WHEN %(holder)s::text IS NULL THEN 0 ELSE 1 END,
+            lc_now(%(now)s), lc_now(%(now)s))
+    ON CONFLICT DO NOTHING
+    RETURNING *),
+told AS (SELECT pg_notify(%(channel)s, 'queued') FROM created WHERE status = 'queued')
+SELECT created.*, (SELECT count(*) FROM told) AS told FROM created;
 
 -- name: get_run
 SELECT * FROM lc_runs WHERE run_id = %(run_id)s;
@@ -30,10 +35,13 @@ WHERE run_id = %(run_id)s AND NOT cancel_requested
            AND (lease_expires_at <= lc_now(%(now)s) OR holder = %(holder)s)))
 RETURNING *;
 
--- name: renew_run
+-- name: renew_runs
+-- The heartbeat: every execution of one process renewed at once. ``held`` is a JSON array of
+-- {"run_id", "holder"}; the runs it returns are still ours, with their cancel flags.
 UPDATE lc_runs SET lease_expires_at = lc_now(%(now)s) + %(lease)s
-WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running'
-RETURNING cancel_requested;
+FROM jsonb_to_recordset(%(held)s::jsonb) AS h(run_id text, holder text)
+WHERE lc_runs.run_id = h.run_id AND lc_runs.holder = h.holder AND lc_runs.status = 'running'
+RETURNING lc_runs.run_id, lc_runs.holder, lc_runs.cancel_requested;
 
 -- name: end_run
 -- The run's holder records where it stands: completed, failed, cancelled or waiting_input.
@@ -51,17 +59,20 @@ RETURNING *;
 SELECT * FROM lc_run_steps WHERE run_id = %(run_id)s ORDER BY position;
 
 -- name: insert_step
--- A task's checkpoint, only while the run is still ours (a run taken over is not written to).
+-- A task's checkpoint, only while the run is still ours (a run taken over is not written to);
+-- it returns a row, with the run's cancel flag, only when it wrote one. FOR SHARE waits for a
+-- takeover in flight, so a checkpoint never lands after another worker took the run.
+WITH held AS (
+    SELECT cancel_requested FROM lc_runs
+    WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running'
+    FOR SHARE)
 INSERT INTO lc_run_steps (run_id, position, name, args_hash, ok, result, changes, attempts,
                           started_at, finished_at)
 SELECT %(run_id)s, %(position)s, %(name)s, %(args_hash)s, %(ok)s, %(result)s::jsonb,
        %(changes)s::jsonb, %(attempts)s, %(started_at)s, lc_now(%(now)s)
-WHERE EXISTS (SELECT 1 FROM lc_runs
-              WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running')
-ON CONFLICT DO NOTHING;
-
--- name: run_cancel_requested
-SELECT cancel_requested FROM lc_runs WHERE run_id = %(run_id)s;
+FROM held
+ON CONFLICT DO NOTHING
+RETURNING (SELECT cancel_requested FROM held) AS cancel_requested;
 
 -- name: run_interrupts
 SELECT * FROM lc_run_interrupts WHERE run_id = %(run_id)s;
@@ -105,12 +116,35 @@ UPDATE lc_runs SET cancel_requested = TRUE, updated_at = lc_now(%(now)s),
 WHERE run_id = %(run_id)s AND status IN ('queued', 'running', 'waiting_input')
 RETURNING *;
 
--- name: claim_queued_runs
--- Queued runs, oldest first. Runs sharing a concurrency key start one at a time, in order:
--- a run waits while another of its key is running or waiting, or an older one is queued.
-WITH picked AS (
-    SELECT r.run_id FROM lc_runs r
-    WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s)
+-- name: claim_runs
+-- Up to ``limit`` runs to execute, in one statement: abandoned ones first (their holder
+-- stopped renewing its lease; they resume from their checkpoints), then queued ones, oldest
+-- first. Runs sharing a concurrency key start one at a time, in order: a run waits while
+-- another of its key is running or waiting, or an older one is queued.
+-- With ``end_run_id``, the same statement first ends that run as end_run does (a worker's
+-- slot refilled as its run ends: one round trip, not two) and claims only if that end was the
+-- holder's to record. Rows come back with ``kind``: 'ended' or 'claimed'.
+WITH ended AS (
+    UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb,
+                       error = %(error)s::jsonb, state = %(state)s::jsonb, holder = NULL,
+                       lease_expires_at = NULL,
+                       errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
+                                     ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
+                       updated_at = lc_now(%(now)s),
+                       finished_at = CASE WHEN %(status)s = 'waiting_input' THEN NULL
+                                          ELSE lc_now(%(now)s) END
+    WHERE run_id = %(end_run_id)s AND holder = %(end_holder)s AND status = 'running'
+    RETURNING *),
+go AS (SELECT %(end_run_id)s::text IS NULL OR EXISTS (SELECT 1 FROM ended) AS ok),
+abandoned AS (
+    SELECT run_id, lease_expires_at AS since FROM lc_runs
+    WHERE status = 'running' AND lease_expires_at <= lc_now(%(now)s)
+      AND run_id IS DISTINCT FROM %(end_run_id)s AND (SELECT ok FROM go)
+    ORDER BY lease_expires_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED),
+queued AS (
+    SELECT r.run_id, r.available_at AS since FROM lc_runs r
+    WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s) AND (SELECT ok FROM go)
       AND (r.concurrency_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM lc_runs o
           WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id
@@ -118,24 +152,20 @@ WITH picked AS (
                  OR (o.status = 'queued' AND (o.created_at, o.run_id) < (r.created_at, r.run_id)))))
     ORDER BY r.available_at, r.run_id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-UPDATE lc_runs SET status = 'running', holder = %(holder)s,
-                   lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                   executions = executions + 1, updated_at = lc_now(%(now)s)
-FROM picked WHERE lc_runs.run_id = picked.run_id
-RETURNING lc_runs.*;
-
--- name: claim_abandoned_runs
--- Running runs whose holder stopped renewing its lease: they resume from their checkpoints.
-WITH picked AS (
-    SELECT run_id FROM lc_runs
-    WHERE status = 'running' AND lease_expires_at <= lc_now(%(now)s)
-    ORDER BY lease_expires_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-UPDATE lc_runs SET holder = %(holder)s, lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                   executions = executions + 1, updated_at = lc_now(%(now)s)
-FROM picked WHERE lc_runs.run_id = picked.run_id
-RETURNING lc_runs.*;
+    FOR UPDATE SKIP LOCKED),
+picked AS (
+    SELECT run_id FROM (SELECT run_id, 0 AS rank, since FROM abandoned
+                        UNION ALL SELECT run_id, 1, since FROM queued) candidates
+    ORDER BY rank, since, run_id LIMIT %(limit)s),
+claimed AS (
+    UPDATE lc_runs SET status = 'running', holder = %(holder)s,
+                       lease_expires_at = lc_now(%(now)s) + %(lease)s,
+                       executions = executions + 1, updated_at = lc_now(%(now)s)
+    FROM picked WHERE lc_runs.run_id = picked.run_id
+    RETURNING lc_runs.*)
+SELECT 'ended' AS kind, * FROM ended
+UNION ALL
+SELECT 'claimed' AS kind, * FROM claimed;
 
 -- name: retry_run
 -- A failed attempt with retries left: back to the queue after a backoff, checkpoints kept.

@@ -1,6 +1,7 @@
 -- Workflow runs (schema 4): the run row, task checkpoints, interrupts and events.
 
 -- name: insert_run
+-- (SQLite has no notifications: workers in other processes find a queued run by polling.)
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                      concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
                      holder, lease_expires_at, executions, created_at, updated_at)
@@ -26,10 +27,14 @@ WHERE run_id = :run_id AND cancel_requested = 0
        OR (status = 'running' AND (lease_expires_at <= :now OR holder = :holder)))
 RETURNING *;
 
--- name: renew_run
+-- name: renew_runs
+-- The heartbeat: every execution of one process renewed at once. ``held`` is a JSON array of
+-- {"run_id", "holder"}; the runs it returns are still ours, with their cancel flags.
 UPDATE lc_runs SET lease_expires_at = :now + :lease
-WHERE run_id = :run_id AND holder = :holder AND status = 'running'
-RETURNING cancel_requested;
+WHERE status = 'running'
+  AND (run_id, holder) IN (SELECT json_extract(value, '$.run_id'), json_extract(value, '$.holder')
+                           FROM json_each(:held))
+RETURNING run_id, holder, cancel_requested;
 
 -- name: end_run
 -- The run's holder records where it stands: completed, failed, cancelled or waiting_input.
@@ -45,16 +50,15 @@ RETURNING *;
 SELECT * FROM lc_run_steps WHERE run_id = :run_id ORDER BY position;
 
 -- name: insert_step
--- A task's checkpoint, only while the run is still ours (a run taken over is not written to).
+-- A task's checkpoint, only while the run is still ours (a run taken over is not written to);
+-- it returns a row, with the run's cancel flag, only when it wrote one.
 INSERT OR IGNORE INTO lc_run_steps (run_id, position, name, args_hash, ok, result, changes,
                                     attempts, started_at, finished_at)
 SELECT :run_id, :position, :name, :args_hash, :ok, :result, :changes, :attempts,
        :started_at, :now
 WHERE EXISTS (SELECT 1 FROM lc_runs
-              WHERE run_id = :run_id AND holder = :holder AND status = 'running');
-
--- name: run_cancel_requested
-SELECT cancel_requested FROM lc_runs WHERE run_id = :run_id;
+              WHERE run_id = :run_id AND holder = :holder AND status = 'running')
+RETURNING (SELECT cancel_requested FROM lc_runs WHERE run_id = :run_id) AS cancel_requested;
 
 -- name: run_interrupts
 SELECT * FROM lc_run_interrupts WHERE run_id = :run_id;
@@ -95,32 +99,44 @@ UPDATE lc_runs SET cancel_requested = 1, updated_at = :now,
 WHERE run_id = :run_id AND status IN ('queued', 'running', 'waiting_input')
 RETURNING *;
 
--- name: claim_queued_runs
--- Queued runs, oldest first. Runs sharing a concurrency key start one at a time, in order:
--- a run waits while another of its key is running or waiting, or an older one is queued.
+-- name: claim_runs
+-- Up to ``limit`` runs to execute: abandoned ones first (their holder stopped renewing its
+-- lease; they resume from their checkpoints), then queued ones, oldest first. Runs sharing a
+-- concurrency key start one at a time, in order: a run waits while another of its key is
+-- running or waiting, or an older one is queued.
+-- With ``end_run_id``, the first statement ends that run as end_run does, and the second
+-- claims only if that end was the holder's to record (changes() counts the first's rows).
+-- Both run in one transaction; rows come back with ``kind``: 'ended' or 'claimed'.
+UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
+                   errors = CASE WHEN :error IS NULL THEN errors
+                                 ELSE json_insert(errors, '$[#]', json(:error)) END,
+                   holder = NULL, lease_expires_at = NULL, updated_at = :now,
+                   finished_at = CASE WHEN :status = 'waiting_input' THEN NULL ELSE :now END
+WHERE run_id = :end_run_id AND holder = :end_holder AND status = 'running'
+RETURNING 'ended' AS kind, *;
+
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
                    executions = executions + 1, updated_at = :now
-WHERE run_id IN (
-    SELECT r.run_id FROM lc_runs r
-    WHERE r.status = 'queued' AND r.available_at <= :now
-      AND (r.concurrency_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM lc_runs o
-          WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id
-            AND (o.status IN ('running', 'waiting_input')
-                 OR (o.status = 'queued' AND (o.created_at, o.run_id) < (r.created_at, r.run_id)))))
-    ORDER BY r.available_at, r.run_id
-    LIMIT :limit)
-RETURNING *;
-
--- name: claim_abandoned_runs
--- Running runs whose holder stopped renewing its lease: they resume from their checkpoints.
-UPDATE lc_runs SET holder = :holder, lease_expires_at = :now + :lease,
-                   executions = executions + 1, updated_at = :now
-WHERE run_id IN (
-    SELECT run_id FROM lc_runs
-    WHERE status = 'running' AND lease_expires_at <= :now
-    ORDER BY lease_expires_at LIMIT :limit)
-RETURNING *;
+WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
+    SELECT run_id FROM (
+        SELECT * FROM (
+            SELECT run_id, 0 AS rank, lease_expires_at AS since FROM lc_runs
+            WHERE status = 'running' AND lease_expires_at <= :now
+            ORDER BY lease_expires_at LIMIT :limit)
+        UNION ALL
+        SELECT * FROM (
+            SELECT r.run_id, 1 AS rank, r.available_at AS since FROM lc_runs r
+            WHERE r.status = 'queued' AND r.available_at <= :now
+              AND (r.concurrency_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM lc_runs o
+                  WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id
+                    AND (o.status IN ('running', 'waiting_input')
+                         OR (o.status = 'queued'
+                             AND (o.created_at, o.run_id) < (r.created_at, r.run_id)))))
+            ORDER BY r.available_at, r.run_id
+            LIMIT :limit))
+    ORDER BY rank, since, run_id LIMIT :limit)
+RETURNING 'claimed' AS kind, *;
 
 -- name: retry_run
 -- A failed attempt with retries left: back to the queue after a backoff, checkpoints kept.
