@@ -9,12 +9,18 @@ Run:  pip install -e '.[bench,postgres]'
 Each library gets, every round, a fresh database (bench_runs_longcall,
 bench_runs_procrastinate, bench_runs_dbos, created beside ``--pg`` and dropped at the end)
 and its own worker processes, started one after another, idle until all are up, then warmed
-with 8 runs. Then defer, then work: the workers are held (SIGSTOP) while the parent submits
-``--runs`` one-task runs *serially* (one call and one transaction each, for every library: no
-batch API, so the submits stay comparable), and let go (SIGCONT) together. Timed end to end,
-from the first submit to the moment the parent sees the last run finished (it polls a count of
-finished rows every 10 ms on a connection of its own); the submits alone and the work alone
-are printed too.
+with 8 runs. Then two timed batches of ``--runs`` one-task runs, each submitted *serially* by
+the parent (one call and one transaction each, for every library: no batch API, so the
+submits stay comparable), each timed end to end, from the first submit to the moment the
+parent sees the last run finished (it polls a count of finished rows every 10 ms on a
+connection of its own):
+
+- live    the workers run while the parent submits, as they would in production: a run
+          starts as soon as it is queued. This is the issue's "submitted and executed by 4
+          worker processes, end to end", and the figure the 2x target is judged on.
+- phased  the workers are held (SIGSTOP) while the parent submits and let go (SIGCONT)
+          together, so the two phases do not share the two cores: the submits alone and the
+          work alone are printed from this batch.
 
 - longcall       ``app.submit_run("one", i)``; a workflow ``one(i)`` that calls one task
                  ``noop(i)`` (its checkpoint committed), then ends. 4 worker processes, each
@@ -36,9 +42,9 @@ before the submit call (the submit's commit included). ``--probes`` a round, 50 
 longcall and procrastinate (4 x 4). Not DBOS: its queue is polled, its start latency is
 its polling interval.
 
-Prints the rates per round and their medians, the ratios, the latency median and p90, and
-PASS/MISS against the targets: longcall at least 2x procrastinate's rate end to end, and a
-median start latency of at most 20 ms. Exits 1 on a miss.
+Prints the rates per round and their medians, the ratios in both shapes, the latency median
+and p90, and PASS/MISS against the targets: longcall at least 2x procrastinate's rate end to
+end (live), and a median start latency of at most 20 ms. Exits 1 on a miss.
 """
 
 from __future__ import annotations
@@ -214,9 +220,10 @@ class Subject:
     workers: int
     concurrency: int
     probes: bool
-    rates: list[float] = field(default_factory=list)  # end to end
-    submit_rates: list[float] = field(default_factory=list)  # the submits alone
-    drain_rates: list[float] = field(default_factory=list)  # the work alone, once submitted
+    rates: list[float] = field(default_factory=list)  # end to end, workers live
+    phased_rates: list[float] = field(default_factory=list)  # end to end, workers held
+    submit_rates: list[float] = field(default_factory=list)  # the submits alone (phased)
+    drain_rates: list[float] = field(default_factory=list)  # the work alone (phased)
     latencies: list[float] = field(default_factory=list)
 
 
@@ -350,19 +357,27 @@ def measure(subject: Subject, admin_url: str, runs: int, probes: int, tmp: Path)
         counter.wait(WARMUP)
         done = WARMUP
 
-        # Defer, then work: the workers are held (SIGSTOP) while the parent submits, so the
-        # two phases do not share the two cores, and are let go (SIGCONT) all at once.
+        # Live: the workers take runs as they are submitted.
+        started = time.perf_counter()
+        for i in range(runs):
+            submitter.submit(i)
+        counter.wait(done + runs)
+        subject.rates.append(runs / (time.perf_counter() - started))
+        done += runs
+
+        # Phased: the workers are held (SIGSTOP) while the parent submits, so the two phases
+        # do not share the two cores, and are let go (SIGCONT) all at once.
         for proc in procs:
             proc.send_signal(signal.SIGSTOP)
         started = time.perf_counter()
         for i in range(runs):
-            submitter.submit(i)
+            submitter.submit(runs + i)
         submitted = time.perf_counter()
         for proc in procs:
             proc.send_signal(signal.SIGCONT)
         counter.wait(done + runs)
         finished = time.perf_counter()
-        subject.rates.append(runs / (finished - started))
+        subject.phased_rates.append(runs / (finished - started))
         subject.submit_rates.append(runs / (submitted - started))
         subject.drain_rates.append(runs / (finished - submitted))
         done += runs
@@ -460,20 +475,23 @@ def main() -> int:
                 conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     print(f"{args.runs:,} one-task runs on PostgreSQL, submitted serially (one call and one")
-    print("transaction each, no batching, every library), then worked off; runs/s, medians")
+    print("transaction each, no batching, every library); runs/s, medians. End to end with the")
+    print("workers live, and phased (workers held during the submits): its submits and work alone")
     print(
-        f"{'library':<24}{'procs':>6}{'conc.':>6}{'end to end':>11}{'submits':>9}{'work':>8}"
-        "  end-to-end rounds"
+        f"{'library':<22}{'procs':>6}{'conc.':>6}{'live':>7}{'phased':>8}{'submits':>9}"
+        f"{'work':>7}  live rounds"
     )
-    median = {}
+    median: dict[str, float] = {}
+    phased: dict[str, float] = {}
     for s in subjects:
         median[s.label] = statistics.median(s.rates)
+        phased[s.label] = statistics.median(s.phased_rates)
         rounds = " ".join(f"{r:,.0f}" for r in s.rates)
         conc = "-" if s.library == "dbos" else str(s.concurrency)
         print(
-            f"{s.label:<24}{s.workers:>6}{conc:>6}{median[s.label]:>11,.0f}"
-            f"{statistics.median(s.submit_rates):>9,.0f}{statistics.median(s.drain_rates):>8,.0f}"
-            f"  {rounds}"
+            f"{s.label:<22}{s.workers:>6}{conc:>6}{median[s.label]:>7,.0f}"
+            f"{phased[s.label]:>8,.0f}{statistics.median(s.submit_rates):>9,.0f}"
+            f"{statistics.median(s.drain_rates):>7,.0f}  {rounds}"
         )
 
     print(f"\n{'start latency (idle workers)':<32}{'probes':>7}{'median ms':>11}{'p90 ms':>9}")
@@ -486,12 +504,11 @@ def main() -> int:
 
     if args.only:
         return 0
-    ours = median["longcall"]
     procrastinate_best = max(median[s.label] for s in subjects if s.library == "procrastinate")
     print(f"\n{'ratio':<48}{'measured':>9}  target")
     failed = False
     for s in subjects[1:]:
-        ratio = ours / median[s.label]
+        ratio = median["longcall"] / median[s.label]
         judged = s.library == "procrastinate" and median[s.label] == procrastinate_best
         if judged:
             ok = ratio >= RATE_TARGET
@@ -499,7 +516,10 @@ def main() -> int:
             verdict = f">= {RATE_TARGET:g}  {'PASS' if ok else 'MISS'}"
         else:
             verdict = "(none)"
-        print(f"{'runs/s  longcall / ' + s.label:<48}{ratio:>8.2f}x  {verdict}")
+        print(f"{'runs/s live    longcall / ' + s.label:<48}{ratio:>8.2f}x  {verdict}")
+    for s in subjects[1:]:
+        ratio = phased["longcall"] / phased[s.label]
+        print(f"{'runs/s phased  longcall / ' + s.label:<48}{ratio:>8.2f}x  (none)")
     peer = f"procrastinate {w}x{c}"
     if "longcall" in lat and peer in lat:
         ratio = lat["longcall"] / lat[peer]

@@ -128,7 +128,7 @@ class PostgresStore(Store):
         def attempt() -> list[Row]:
             with self.pool.connection() as conn, conn.cursor() as cur:
                 cur.execute(self._queries[query], params)
-                return list(cur.fetchall()) if cur.description else []
+                return list(cur.fetchall())  # every such statement returns rows
 
         return self._retrying(attempt)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import threading
 import time
@@ -47,11 +48,14 @@ class RunWorker:
         self.concurrency = concurrency
         self.poll_interval = parse_duration(poll_interval)
         self.grace = parse_duration(grace)
-        self.holder = holder or f"{app.holder}/runs"
+        # Unique per worker: its claims are numbered below, so two workers of one app must
+        # not share a prefix.
+        self.holder = holder or f"{app.holder}/runs-{uuid.uuid4().hex[:6]}"
         self.active: dict[str, asyncio.Task[Run]] = {}
         self._cancel_seen: dict[str, float] = {}
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._claims = itertools.count(1)
         self.executed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -101,7 +105,7 @@ class RunWorker:
     def _new_holder(self) -> str:
         # Each claim gets a holder of its own: a run claimed again later (after a timeout
         # here) is fenced from the execution that lost it, even in this process.
-        return f"{self.holder}/{uuid.uuid4().hex[:8]}"
+        return f"{self.holder}/{next(self._claims)}"
 
     async def _claim(self, limit: int) -> int:
         lease = self.app.workflows.lease
@@ -144,9 +148,7 @@ class RunWorker:
         # the worker is stopping.
         then_claim = None
         if not self._stop.is_set():
-            then_claim = NextClaim(
-                self._new_holder(), workflows.lease, 1, self._claimed_meanwhile
-            )
+            then_claim = NextClaim(self._new_holder(), workflows.lease, 1, self._claimed_meanwhile)
         try:
             execution = workflows.execute_async(held, then_claim=then_claim)
             if run.timeout_secs:
