@@ -16,11 +16,12 @@ parent sees the last run finished (it polls a count of finished rows every 10 ms
 connection of its own):
 
 - live    the workers run while the parent submits, as they would in production: a run
-          starts as soon as it is queued. This is the issue's "submitted and executed by 4
-          worker processes, end to end", and the figure the 2x target is judged on.
+          starts as soon as it is queued.
 - phased  the workers are held (SIGSTOP) while the parent submits and let go (SIGCONT)
           together, so the two phases do not share the two cores: the submits alone and the
           work alone are printed from this batch.
+
+The 2x target is judged in both shapes, each against the faster procrastinate shape in it.
 
 - longcall       ``app.submit_run("one", i)``; a workflow ``one(i)`` that calls one task
                  ``noop(i)`` (its checkpoint committed), then ends. 4 worker processes, each
@@ -44,7 +45,7 @@ its polling interval.
 
 Prints the rates per round and their medians, the ratios in both shapes, the latency median
 and p90, and PASS/MISS against the targets: longcall at least 2x procrastinate's rate end to
-end (live), and a median start latency of at most 20 ms. Exits 1 on a miss.
+end (live and phased), and a median start latency of at most 20 ms. Exits 1 on a miss.
 """
 
 from __future__ import annotations
@@ -504,22 +505,18 @@ def main() -> int:
 
     if args.only:
         return 0
-    procrastinate_best = max(median[s.label] for s in subjects if s.library == "procrastinate")
     print(f"\n{'ratio':<48}{'measured':>9}  target")
     failed = False
-    for s in subjects[1:]:
-        ratio = median["longcall"] / median[s.label]
-        judged = s.library == "procrastinate" and median[s.label] == procrastinate_best
-        if judged:
-            ok = ratio >= RATE_TARGET
-            failed |= not ok
-            verdict = f">= {RATE_TARGET:g}  {'PASS' if ok else 'MISS'}"
-        else:
+    for shape, rates in (("live", median), ("phased", phased)):
+        best = max(rates[s.label] for s in subjects if s.library == "procrastinate")
+        for s in subjects[1:]:
+            ratio = rates["longcall"] / rates[s.label]
             verdict = "(none)"
-        print(f"{'runs/s live    longcall / ' + s.label:<48}{ratio:>8.2f}x  {verdict}")
-    for s in subjects[1:]:
-        ratio = phased["longcall"] / phased[s.label]
-        print(f"{'runs/s phased  longcall / ' + s.label:<48}{ratio:>8.2f}x  (none)")
+            if s.library == "procrastinate" and rates[s.label] == best:
+                ok = ratio >= RATE_TARGET
+                failed |= not ok
+                verdict = f">= {RATE_TARGET:g}  {'PASS' if ok else 'MISS'}"
+            print(f"{f'runs/s {shape:<7} longcall / ' + s.label:<48}{ratio:>8.2f}x  {verdict}")
     peer = f"procrastinate {w}x{c}"
     if "longcall" in lat and peer in lat:
         ratio = lat["longcall"] / lat[peer]
