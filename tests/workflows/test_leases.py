@@ -176,3 +176,20 @@ def test_the_next_claim_takes_an_abandoned_run_first_with_its_record(app: App) -
     [[(claimed, steps, _)]] = taken
     assert claimed.run_id == abandoned_id and claimed.executions == 2
     assert [(s.position, s.result) for s in steps] == [(1, 7)], "it resumes from its checkpoint"
+
+
+def test_a_stopping_worker_ends_its_run_without_claiming_another(app: App) -> None:
+    first, second = queued(app, 2)
+    app.store.claim_runs("w/1", limit=1, lease=60)
+    taken: list[list[Held]] = []
+    ended = app.store.end_run(
+        first,
+        "w/1",
+        RunStatus.COMPLETED,
+        state={},
+        for_job=False,
+        then_claim=NextClaim("w/2", 60.0, 1, taken.append, wanted=lambda: False),
+    )
+    assert ended is not None and ended.status is RunStatus.COMPLETED
+    assert taken == []
+    assert app.store.get_run(second).status is RunStatus.QUEUED

@@ -158,12 +158,14 @@ Held = tuple[Run, list[Step], dict[str, Interrupt]]
 @dataclass(frozen=True, slots=True)
 class NextClaim:
     """What a worker claims in the statement that ends one of its runs: up to ``limit`` runs
-    for ``holder``, handed to ``take`` (called in the thread that ended the run)."""
+    for ``holder``, handed to ``take`` (called in the thread that ended the run); nothing
+    once ``wanted`` says no (the worker is stopping)."""
 
     holder: str
     lease: float
     limit: int
     take: Callable[[list[Held]], None]
+    wanted: Callable[[], bool] = lambda: True
 
 
 # claim_runs's parameters for ending nothing first.
@@ -394,7 +396,7 @@ class RunOps(StoreCore):
             "now": now,
         }
         if not for_job and not asked and not consumed:
-            if then_claim is None:
+            if then_claim is None or not then_claim.wanted():
                 rows = self._statement("end_run", **params)
                 return run_from_row(rows[0]) if rows else None
             claim = {

@@ -145,10 +145,14 @@ class RunWorker:
         run = held[0]
         workflows = self.app.workflows
         # The statement that ends this run also claims the next one for this slot, unless
-        # the worker is stopping.
-        then_claim = None
-        if not self._stop.is_set():
-            then_claim = NextClaim(self._new_holder(), workflows.lease, 1, self._claimed_meanwhile)
+        # the worker is stopping by then.
+        then_claim = NextClaim(
+            self._new_holder(),
+            workflows.lease,
+            1,
+            self._claimed_meanwhile,
+            wanted=lambda: not self._stop.is_set(),
+        )
         try:
             execution = workflows.execute_async(held, then_claim=then_claim)
             if run.timeout_secs:
