@@ -585,3 +585,34 @@ def test_sync_calls_inside_an_event_loop_name_the_async_method(app: App, crons: 
         return edited
 
     assert asyncio.run(scenario()).paused
+
+
+def test_a_fired_schedule_wakes_the_run_worker_at_once(db_url: str) -> None:
+    """A run a schedule starts is taken at once (a notification on PostgreSQL, the in-process
+    wake-up on SQLite), not at the worker's next poll, here 30 s away."""
+    with App(db_url) as app:
+
+        @app.workflow("ping")
+        def ping(_: None) -> str:
+            return "pong"
+
+        cron = app.crons.create("pinger", "ping", "0 0 1 1 *")
+
+        async def main() -> float:
+            stop = asyncio.Event()
+            worker = app.run_worker(concurrency=1, poll_interval="30s")
+            running = asyncio.create_task(worker.run(stop))
+            await asyncio.sleep(0.5)  # idle: its first claim found nothing
+            started = asyncio.get_running_loop().time()
+            fire = await app.in_thread(app.crons.trigger, cron.cron_id)
+            assert fire.run_id is not None
+            try:
+                while not (await app.in_thread(app.store.get_run, fire.run_id)).status.terminal:
+                    assert asyncio.get_running_loop().time() - started < 10, "not woken"
+                    await asyncio.sleep(0.02)
+                return asyncio.get_running_loop().time() - started
+            finally:
+                stop.set()
+                await running
+
+        assert asyncio.run(main()) < 10

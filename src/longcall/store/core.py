@@ -51,6 +51,8 @@ class StoreCore(ABC):
         # Called (from any thread) after a commit made a job ready or freed a session, so an
         # in-process resumer wakes at once instead of at its next poll.
         self.ready_listeners: list[Callable[[], None]] = []
+        # Called (from any thread) after a commit queued a run, so an in-process worker
+        # starts it at once instead of at its next poll.
         self.run_listeners: list[Callable[[], None]] = []
 
     @abstractmethod
@@ -82,4 +84,8 @@ class StoreCore(ABC):
 
     def _after_ready(self) -> None:
         for listener in list(self.ready_listeners):
+            listener()
+
+    def _runs_queued(self) -> None:
+        for listener in list(self.run_listeners):
             listener()

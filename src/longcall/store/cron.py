@@ -325,13 +325,11 @@ class CronOps(StoreCore):
                 fires += self._fire_occurrences(
                     tx, cron, decided.occurrences, now, next_fire_at=decided.next_fire_at
                 )
-            if any(f.outcome.started for f in fires):
-                self._ready(tx)
             return fires, len(rows)
 
         fires, taken = self._transact(work)
         if any(f.outcome.started for f in fires):
-            self._after_ready()
+            self._runs_queued()  # (PostgreSQL's workers heard of them at the commit)
         return fires, taken
 
     def trigger(self, cron_id: str, now: float, *, force: bool = False) -> CronFire:
@@ -351,8 +349,6 @@ class CronOps(StoreCore):
                 tx, cron, [now], now, next_fire_at=cron.next_fire_at, trigger=True, force=force
             )
             if fired:
-                if fired[0].outcome.started:
-                    self._ready(tx)
                 return fired[0]
             existing = tx.one("get_cron_fire", cron_id=cron_id, fire_at=now)
             assert existing is not None  # the claim that stopped ours
@@ -360,7 +356,7 @@ class CronOps(StoreCore):
 
         fire = self._transact(work)
         if fire.outcome.started:
-            self._after_ready()
+            self._runs_queued()
         return fire
 
     def _fire_occurrences(

@@ -181,10 +181,6 @@ RUNS_CHANNEL = "longcall_runs"
 class RunOps(StoreCore):
     """Workflow runs; part of :class:`~longcall.store.Store`."""
 
-    # Called (from any thread) after a commit queued a run, so an in-process worker starts
-    # it at once instead of at its next poll.
-    run_listeners: list[Callable[[], None]]
-
     def create_run(
         self,
         run_id: str,
@@ -236,10 +232,6 @@ class RunOps(StoreCore):
         if row is None:  # pragma: no cover - a conflict leaves one of the two
             raise RunNotFound(run_id)
         return run_from_row(row), False
-
-    def _runs_queued(self) -> None:
-        for listener in list(self.run_listeners):
-            listener()
 
     def get_run(self, run_id: str) -> Run:
         row = self._transact(lambda tx: tx.one("get_run", run_id=run_id), write=False)
