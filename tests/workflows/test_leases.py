@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from longcall import App, RunStatus
-from longcall.store.runs import Held, NextClaim
+from longcall.store.runs import Held, NextClaim, Run
 from longcall.workflows.leases import Heartbeat
 
 LEASE = 0.3  # a beat every 0.1 s
@@ -107,20 +107,29 @@ def queued(app: App, count: int) -> list[str]:
     return [app.submit_run("noop", None)[0].run_id for _ in range(count)]
 
 
-def test_ending_a_run_claims_the_next_in_the_same_statement(app: App) -> None:
-    first, second, third = queued(app, 3)
-    [(run, _, _)] = app.store.claim_runs("w/1", limit=1, lease=60)
-    assert run.run_id == first
+def end_claiming(
+    app: App, run_id: str, holder: str, *, wanted: bool = True
+) -> tuple[Run | None, list[list[Held]]]:
+    """End ``run_id`` as ``holder`` (completed, result 1) and claim the next run for "w/2" in
+    the same statement: the ended run, and what was claimed."""
     taken: list[list[Held]] = []
     ended = app.store.end_run(
-        first,
-        "w/1",
+        run_id,
+        holder,
         RunStatus.COMPLETED,
         state={},
         result=1,
         for_job=False,
-        then_claim=NextClaim("w/2", 60.0, 1, taken.append),
+        then_claim=NextClaim("w/2", 60.0, 1, taken.append, wanted=lambda: wanted),
     )
+    return ended, taken
+
+
+def test_ending_a_run_claims_the_next_in_the_same_statement(app: App) -> None:
+    first, second, third = queued(app, 3)
+    [(run, _, _)] = app.store.claim_runs("w/1", limit=1, lease=60)
+    assert run.run_id == first
+    ended, taken = end_claiming(app, first, "w/1")
     assert ended is not None and ended.status is RunStatus.COMPLETED and ended.result == 1
     [[(claimed, steps, interrupts)]] = taken
     assert (claimed.run_id, claimed.holder, claimed.status) == (second, "w/2", RunStatus.RUNNING)
@@ -131,15 +140,7 @@ def test_ending_a_run_claims_the_next_in_the_same_statement(app: App) -> None:
 def test_an_end_that_is_not_the_holders_to_record_claims_nothing(app: App) -> None:
     first, second = queued(app, 2)
     app.store.claim_runs("w/1", limit=1, lease=60)
-    taken: list[list[Held]] = []
-    ended = app.store.end_run(
-        first,
-        "somebody-else",
-        RunStatus.COMPLETED,
-        state={},
-        for_job=False,
-        then_claim=NextClaim("w/2", 60.0, 1, taken.append),
-    )
+    ended, taken = end_claiming(app, first, "somebody-else")
     assert ended is None and taken == []
     assert app.store.get_run(first).status is RunStatus.RUNNING
     assert app.store.get_run(second).status is RunStatus.QUEUED
@@ -164,15 +165,7 @@ def test_the_next_claim_takes_an_abandoned_run_first_with_its_record(app: App) -
     )
     queued(app, 1)  # a queued one waits behind the abandoned one
     time.sleep(0.6)
-    taken: list[list[Held]] = []
-    app.store.end_run(
-        ending_id,
-        "w/1",
-        RunStatus.COMPLETED,
-        state={},
-        for_job=False,
-        then_claim=NextClaim("w/2", 60.0, 1, taken.append),
-    )
+    _, taken = end_claiming(app, ending_id, "w/1")
     [[(claimed, steps, _)]] = taken
     assert claimed.run_id == abandoned_id and claimed.executions == 2
     assert [(s.position, s.result) for s in steps] == [(1, 7)], "it resumes from its checkpoint"
@@ -181,15 +174,7 @@ def test_the_next_claim_takes_an_abandoned_run_first_with_its_record(app: App) -
 def test_a_stopping_worker_ends_its_run_without_claiming_another(app: App) -> None:
     first, second = queued(app, 2)
     app.store.claim_runs("w/1", limit=1, lease=60)
-    taken: list[list[Held]] = []
-    ended = app.store.end_run(
-        first,
-        "w/1",
-        RunStatus.COMPLETED,
-        state={},
-        for_job=False,
-        then_claim=NextClaim("w/2", 60.0, 1, taken.append, wanted=lambda: False),
-    )
+    ended, taken = end_claiming(app, first, "w/1", wanted=False)
     assert ended is not None and ended.status is RunStatus.COMPLETED
     assert taken == []
     assert app.store.get_run(second).status is RunStatus.QUEUED
