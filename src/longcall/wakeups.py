@@ -36,6 +36,44 @@ def listen_in_thread(
     return thread
 
 
+def watch_in_thread(
+    store: Store,
+    channel: str,
+    wake: Callable[[], None],
+    stop: threading.Event,
+    room: threading.Event,
+) -> threading.Thread | None:
+    """Like :func:`listen_in_thread`, for work any one of many processes can take: this
+    process listens only while it holds the store's one watch on ``channel``, and only while
+    ``room`` is set (it can take more work); without room it hands the watch on. ``wake`` is
+    also called as the watch is taken, for what was notified while nobody watched.
+
+    None for a store without notifications (SQLite).
+    """
+    watch_of = getattr(store, "watch", None)
+    if watch_of is None:
+        return None
+
+    def loop() -> None:
+        watch = watch_of(channel)
+        try:
+            while not stop.is_set():
+                if not room.is_set():
+                    watch.give_up()
+                    room.wait(0.5)
+                elif not watch.held:
+                    if watch.take(0.5):
+                        wake()
+                elif watch.wait(0.5):
+                    wake()
+        finally:
+            watch.close()
+
+    thread = threading.Thread(target=loop, name=f"longcall-watch-{channel}", daemon=True)
+    thread.start()
+    return thread
+
+
 async def wait_any(stop: asyncio.Event, wake: asyncio.Event | None, seconds: float) -> None:
     """Wait until ``stop`` or ``wake`` is set, or ``seconds`` have passed."""
     waiters: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]

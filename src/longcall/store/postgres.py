@@ -9,7 +9,6 @@ operation is safe to run again.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import time
@@ -31,6 +30,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "PostgreSQL support needs the 'postgres' extra: pip install 'longcall[postgres]'"
     ) from exc
+
+# After the check above: it needs psycopg.
+from longcall.store.pg_listen import Listener, Watch
 
 log = logging.getLogger("longcall.store")
 T = TypeVar("T")
@@ -186,6 +188,11 @@ class PostgresStore(Store):
         """A dedicated connection that waits for ``NOTIFY <channel>``."""
         return Listener(self.conninfo, channel)
 
+    def watch(self, channel: str) -> Watch:
+        """A dedicated connection that listens on ``channel`` while it holds the one watch
+        that all processes on this database share (see :mod:`longcall.store.pg_listen`)."""
+        return Watch(self.conninfo, channel)
+
     def close(self) -> None:
         self.pool.close()
 
@@ -204,34 +211,3 @@ def _version(cur: psycopg.Cursor[dict[str, Any]]) -> int | None:
     cur.execute("SELECT MAX(version) AS v FROM lc_migrations")
     row = cur.fetchone()
     return None if row is None or row["v"] is None else int(row["v"])
-
-
-class Listener:
-    """Blocks until a notification arrives or a timeout passes; reconnects on its own."""
-
-    def __init__(self, conninfo: str, channel: str = NOTIFY_CHANNEL) -> None:
-        self._conninfo = conninfo
-        self._channel = channel
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def wait(self, timeout: float) -> bool:
-        """True when at least one notification arrived within ``timeout`` seconds."""
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
-                self._conn.execute(f"LISTEN {self._channel}")
-            got = False
-            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-                got = True
-            return got
-        except psycopg.Error as exc:
-            log.debug("listener lost its connection: %s", exc)
-            self.close()
-            time.sleep(min(timeout, 1.0))
-            return False
-
-    def close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._conn.close()
-            self._conn = None

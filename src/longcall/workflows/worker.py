@@ -3,7 +3,9 @@
 Any number of worker processes share one store. A worker claims runs with a lease that each
 execution renews; a worker that dies (SIGKILL, a lost host) stops renewing, and once the lease
 has run out another worker claims the run and resumes it from its checkpoints. Wake-ups come
-from commits in this process and, on PostgreSQL, from ``NOTIFY``; polling covers the rest.
+from commits in this process and, on PostgreSQL, from ``NOTIFY`` to the one worker with room
+that holds the watch (:mod:`longcall.store.pg_listen`), not to all of them; a worker's slot
+that frees claims the next run as its run ends; polling covers the rest.
 
 Cancellation is a flag in the store, so it reaches a run on any worker: the run sees
 ``ctx.cancelled`` at once and stops at its next task call; an async run still going after
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from longcall.jobs import parse_duration
 from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, Run, RunStatus
-from longcall.wakeups import listen_in_thread
+from longcall.wakeups import watch_in_thread
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -55,6 +57,9 @@ class RunWorker:
         self._cancel_seen: dict[str, float] = {}
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        # Set while a slot is free: only then does this worker watch for queued runs.
+        self._room = threading.Event()
+        self._room.set()
         self._claims = itertools.count(1)
         self.executed = 0
 
@@ -70,7 +75,7 @@ class RunWorker:
         store = self.app.store
         store.run_listeners.append(queued)
         listener_stop = threading.Event()
-        listener = listen_in_thread(store, RUNS_CHANNEL, queued, listener_stop)
+        listener = watch_in_thread(store, RUNS_CHANNEL, queued, listener_stop, self._room)
         watching = asyncio.create_task(self._watch_cancels(stop))
         stopping = asyncio.create_task(self._wake_when(stop))
         try:
@@ -100,6 +105,7 @@ class RunWorker:
 
     async def _wake_when(self, stop: asyncio.Event) -> None:
         await stop.wait()
+        self._room.clear()  # a stopping worker takes no more runs: another one watches
         self._wake.set()
 
     def _new_holder(self) -> str:
@@ -122,6 +128,13 @@ class RunWorker:
             task = asyncio.create_task(self._execute(held), name=f"run {run_id}")
             self.active[run_id] = task
             task.add_done_callback(functools.partial(self._done, run_id))
+        self._room_left()
+
+    def _room_left(self) -> None:
+        if len(self.active) < self.concurrency and not self._stop.is_set():
+            self._room.set()
+        else:
+            self._room.clear()
 
     def _claimed_meanwhile(self, claimed: list[Held]) -> None:
         """From the thread that ended a run and claimed the next in the same statement."""
@@ -134,6 +147,7 @@ class RunWorker:
         self.active.pop(run_id, None)
         self._cancel_seen.pop(run_id, None)
         self.executed += 1
+        self._room_left()
         # A free slot: look for the next run now, not at the next poll. So does the end of a
         # run with a concurrency key: it frees the next run of its key, which the statement
         # that ended it could not see yet.

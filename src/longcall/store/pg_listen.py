@@ -1,0 +1,124 @@
+"""PostgreSQL notifications: a listener per process, or one watch shared by many processes.
+
+``NOTIFY`` wakes every session listening on its channel. For the job resumer that is right
+(each process delivers its own sessions' work). For background runs it is a herd: every
+submit would wake every worker process, each would claim, and all but one would find nothing.
+So the run workers share a *watch*: only the session holding a per-channel advisory lock
+listens, and it hands the lock on when its worker has no room left. Any worker can take it
+over (the lock is released when its holder's connection ends, even by SIGKILL), and a new
+holder claims once right after it starts listening, for what was queued while nobody was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+log = logging.getLogger("longcall.store")
+
+
+class Listener:
+    """Blocks until a notification arrives or a timeout passes; reconnects on its own."""
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        self._conninfo = conninfo
+        self._channel = channel
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _connected(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=5)
+            self._on_connect(self._conn)
+        return self._conn
+
+    def _on_connect(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(f"LISTEN {self._channel}")
+
+    def wait(self, timeout: float) -> bool:
+        """True when at least one notification arrived within ``timeout`` seconds."""
+        try:
+            got = False
+            for _ in self._connected().notifies(timeout=timeout, stop_after=1):
+                got = True
+            return got
+        except psycopg.Error as exc:
+            self._lost(exc, timeout)
+            return False
+
+    def _lost(self, exc: psycopg.Error, timeout: float) -> None:
+        log.debug("listener lost its connection: %s", exc)
+        self.close()
+        time.sleep(min(timeout, 1.0))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+
+class Watch(Listener):
+    """The one listener on ``channel`` among every process sharing the database (schema).
+
+    :meth:`take` waits for the watch; :meth:`wait` then reports notifications as a
+    :class:`Listener` does, until :meth:`give_up`. A lost connection loses the watch.
+    """
+
+    def __init__(self, conninfo: str, channel: str) -> None:
+        super().__init__(conninfo, channel)
+        self.held = False
+        # The two-key advisory lock: the schema and the channel, so that deployments in two
+        # schemas of one database keep a watch each.
+        self._key = f"hashtext(current_schema()), hashtext('{channel}')"
+
+    def _on_connect(self, conn: psycopg.Connection[Any]) -> None:
+        self.held = False
+
+    def take(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the watch; True once this session listens."""
+        if self.held:
+            return True
+        try:
+            # One round trip; the LISTEN runs only if the lock was granted in time.
+            self._connected().execute(
+                f"SET lock_timeout = {max(1, int(timeout * 1000))}; "
+                f"SELECT pg_advisory_lock({self._key}); LISTEN {self._channel}"
+            )
+        except pg_errors.LockNotAvailable:
+            return False
+        except psycopg.Error as exc:
+            self._lost(exc, timeout)
+            return False
+        self.held = True
+        return True
+
+    def wait(self, timeout: float) -> bool:
+        if not self.held:
+            time.sleep(timeout)
+            return False
+        got = super().wait(timeout)
+        if self._conn is None:  # the connection went, and the watch with it
+            self.held = False
+        return got
+
+    def give_up(self) -> None:
+        """Stop listening and let another process take the watch."""
+        if not self.held:
+            return
+        self.held = False
+        try:
+            self._connected().execute(
+                f"UNLISTEN {self._channel}; SELECT pg_advisory_unlock({self._key})"
+            )
+        except psycopg.Error as exc:  # a closed connection has released the lock already
+            log.debug("giving up the watch failed: %s", exc)
+            self.close()
+
+    def close(self) -> None:
+        self.held = False
+        super().close()

@@ -1,0 +1,200 @@
+"""The run workers' shared watch on PostgreSQL: one session listens for queued runs at a
+time, hands the watch on when its worker is full or stopping, and loses it with its
+connection; the next holder catches up on what was queued meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from longcall import App, RunStatus
+from longcall.store.pg_listen import Watch
+from longcall.store.runs import RUNS_CHANNEL
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def watches(pg_url: str) -> Iterator[list[Watch]]:
+    made = [Watch(pg_url, RUNS_CHANNEL) for _ in range(3)]
+    yield made
+    for watch in made:
+        watch.close()
+
+
+def notify(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"NOTIFY {RUNS_CHANNEL}, 'queued'")
+
+
+def watch_locks(url: str) -> int:
+    """Advisory locks granted in this database: the watch is one."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def test_one_session_at_a_time_holds_the_watch_and_hears_the_notifications(
+    pg_url: str, watches: list[Watch]
+) -> None:
+    first, second, third = watches
+    assert first.take(1.0)
+    assert not second.take(0.1) and not third.take(0.1)
+    assert watch_locks(pg_url) == 1
+    notify(pg_url)
+    assert first.wait(5.0)
+    assert not second.wait(0.1) and not third.wait(0.1)
+
+
+def test_giving_up_hands_the_watch_to_a_session_waiting_for_it(
+    pg_url: str, watches: list[Watch]
+) -> None:
+    first, second, _ = watches
+    assert first.take(1.0)
+    took: list[float] = []
+
+    def wait_for_the_watch() -> None:
+        if second.take(10):
+            took.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait_for_the_watch)
+    waiter.start()
+    time.sleep(0.2)
+    assert not took, "the watch was taken while its holder still had it"
+    given = time.monotonic()
+    first.give_up()
+    waiter.join(10)
+    assert took and took[0] - given < 1.0
+    assert not first.take(0.1)
+    notify(pg_url)
+    assert second.wait(5.0)
+
+
+def test_a_holder_whose_connection_ends_loses_the_watch_to_the_next(
+    pg_url: str, watches: list[Watch]
+) -> None:
+    first, second, _ = watches
+    assert first.take(1.0)
+    assert first._conn is not None
+    pid = first._conn.info.backend_pid
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert second.take(5.0), "the lock stayed with a session that is gone"
+    assert not first.wait(0.2)
+    assert not first.held
+
+
+def test_a_full_worker_hands_the_watch_to_one_with_room(pg_url: str) -> None:
+    """Two workers of one slot each and a 30 s poll: while the first is busy with a long run,
+    a run submitted next starts on the second within a second, and so does a run submitted
+    after the second worker too is full and the first has stopped."""
+    release = threading.Event()
+    started: dict[int, float] = {}
+
+    def app_with_workflow() -> App:
+        app = App(pg_url, run_lease="5s")
+
+        @app.workflow("hold")
+        def hold(n: int) -> int:
+            started[n] = time.monotonic()
+            release.wait(30)
+            return n
+
+        return app
+
+    first, second = app_with_workflow(), app_with_workflow()
+
+    async def main() -> None:
+        stops = [asyncio.Event(), asyncio.Event()]
+        workers = [
+            asyncio.create_task(app.run_worker(concurrency=1, poll_interval="30s").run(stop))
+            for app, stop in zip((first, second), stops, strict=True)
+        ]
+        try:
+            await asyncio.sleep(0.5)  # both watch threads up: one holds the watch
+
+            async def submit_and_wait_start(n: int) -> float:
+                submitted = time.monotonic()
+                await first.in_thread(first.submit_run, "hold", n)
+                while n not in started:
+                    assert time.monotonic() - submitted < 5, f"run {n} did not start"
+                    await asyncio.sleep(0.01)
+                return started[n] - submitted
+
+            assert await submit_and_wait_start(1) < 1.0
+            assert await submit_and_wait_start(2) < 1.5, "the full worker kept the watch"
+        finally:
+            release.set()
+            for stop in stops:
+                stop.set()
+            await asyncio.gather(*workers)
+
+    try:
+        asyncio.run(main())
+        runs = first.store.list_runs(limit=10)
+        assert sorted(r.status for r in runs) == [RunStatus.COMPLETED] * 2
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_stopping_worker_gives_up_the_watch_while_its_run_finishes(pg_url: str) -> None:
+    """A worker told to stop still finishes its long run, but a run submitted meanwhile starts
+    at once on another worker instead of waiting for that worker's poll."""
+    release = threading.Event()
+    started: dict[int, float] = {}
+    apps = [App(pg_url, run_lease="5s") for _ in range(2)]
+    for app in apps:
+
+        @app.workflow("hold")
+        def hold(n: int) -> int:
+            started[n] = time.monotonic()
+            release.wait(30)
+            return n
+
+    async def main() -> Any:
+        stops = [asyncio.Event(), asyncio.Event()]
+        workers = [
+            asyncio.create_task(app.run_worker(concurrency=2, poll_interval="30s").run(stop))
+            for app, stop in zip(apps, stops, strict=True)
+        ]
+        try:
+            await asyncio.sleep(0.5)
+            submitted = time.monotonic()
+            await apps[0].in_thread(apps[0].submit_run, "hold", 1)
+            while 1 not in started:
+                assert time.monotonic() - submitted < 5, "run 1 did not start"
+                await asyncio.sleep(0.01)
+            # Stop whichever worker took run 1: it keeps running it, and watches no more.
+            holder = (await apps[0].in_thread(apps[0].store.list_runs))[0].holder
+            assert holder is not None
+            busy = 0 if holder.startswith(apps[0].holder) else 1
+            stops[busy].set()
+            await asyncio.sleep(0.1)
+            submitted = time.monotonic()
+            await apps[0].in_thread(apps[0].submit_run, "hold", 2)
+            while 2 not in started:
+                assert time.monotonic() - submitted < 5, "run 2 waited for a poll"
+                await asyncio.sleep(0.01)
+            assert started[2] - submitted < 1.5
+        finally:
+            release.set()
+            for stop in stops:
+                stop.set()
+            await asyncio.gather(*workers)
+
+    try:
+        asyncio.run(main())
+    finally:
+        for app in apps:
+            app.close()
