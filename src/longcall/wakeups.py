@@ -18,22 +18,12 @@ def listen_in_thread(
 
     None for a store without notifications (SQLite): its loops find work by polling.
     """
-    listen = getattr(store, "listen", None)
-    if listen is None:
-        return None
 
-    def loop() -> None:
-        listener = listen(channel)
-        try:
-            while not stop.is_set():
-                if listener.wait(0.5):
-                    wake()
-        finally:
-            listener.close()
+    def step(listener: Any) -> None:
+        if listener.wait(0.5):
+            wake()
 
-    thread = threading.Thread(target=loop, name=f"longcall-listen-{channel}", daemon=True)
-    thread.start()
-    return thread
+    return _follow(store, "listen", channel, stop, step)
 
 
 def watch_in_thread(
@@ -50,26 +40,38 @@ def watch_in_thread(
 
     None for a store without notifications (SQLite).
     """
-    watch_of = getattr(store, "watch", None)
-    if watch_of is None:
+
+    def step(watch: Any) -> None:
+        if not room.is_set():
+            watch.give_up()
+            room.wait(0.5)
+        elif not watch.held:
+            if watch.take(0.5):
+                wake()
+        elif watch.wait(0.5):
+            wake()
+
+    return _follow(store, "watch", channel, stop, step)
+
+
+def _follow(
+    store: Store, opener: str, channel: str, stop: threading.Event, step: Callable[[Any], None]
+) -> threading.Thread | None:
+    """A daemon thread that opens ``store.<opener>(channel)`` and runs ``step`` on it until
+    ``stop`` is set; None when the store has no such method."""
+    open_on = getattr(store, opener, None)
+    if open_on is None:
         return None
 
     def loop() -> None:
-        watch = watch_of(channel)
+        listener = open_on(channel)
         try:
             while not stop.is_set():
-                if not room.is_set():
-                    watch.give_up()
-                    room.wait(0.5)
-                elif not watch.held:
-                    if watch.take(0.5):
-                        wake()
-                elif watch.wait(0.5):
-                    wake()
+                step(listener)
         finally:
-            watch.close()
+            listener.close()
 
-    thread = threading.Thread(target=loop, name=f"longcall-watch-{channel}", daemon=True)
+    thread = threading.Thread(target=loop, name=f"longcall-{opener}-{channel}", daemon=True)
     thread.start()
     return thread
 
