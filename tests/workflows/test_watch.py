@@ -44,6 +44,26 @@ def watch_locks(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+async def start_delay(app: App, started: dict[int, float], n: int, late: str) -> float:
+    """Submit run ``n`` of "hold" and wait for its body to start: the seconds it took."""
+    submitted = time.monotonic()
+    await app.in_thread(app.submit_run, "hold", n)
+    while n not in started:
+        assert time.monotonic() - submitted < 5, late
+        await asyncio.sleep(0.01)
+    return started[n] - submitted
+
+
+async def let_go(
+    release: threading.Event, stops: list[asyncio.Event], workers: list[asyncio.Task[None]]
+) -> None:
+    """End the held runs and stop every worker."""
+    release.set()
+    for stop in stops:
+        stop.set()
+    await asyncio.gather(*workers)
+
+
 def test_one_session_at_a_time_holds_the_watch_and_hears_the_notifications(
     pg_url: str, watches: list[Watch]
 ) -> None:
@@ -122,22 +142,11 @@ def test_a_full_worker_hands_the_watch_to_one_with_room(pg_url: str) -> None:
         ]
         try:
             await asyncio.sleep(0.5)  # both watch threads up: one holds the watch
-
-            async def submit_and_wait_start(n: int) -> float:
-                submitted = time.monotonic()
-                await first.in_thread(first.submit_run, "hold", n)
-                while n not in started:
-                    assert time.monotonic() - submitted < 5, f"run {n} did not start"
-                    await asyncio.sleep(0.01)
-                return started[n] - submitted
-
-            assert await submit_and_wait_start(1) < 1.0
-            assert await submit_and_wait_start(2) < 1.5, "the full worker kept the watch"
+            assert await start_delay(first, started, 1, "run 1 did not start") < 1.0
+            took = await start_delay(first, started, 2, "run 2 did not start")
+            assert took < 1.5, "the full worker kept the watch"
         finally:
-            release.set()
-            for stop in stops:
-                stop.set()
-            await asyncio.gather(*workers)
+            await let_go(release, stops, workers)
 
     try:
         asyncio.run(main())
@@ -170,28 +179,16 @@ def test_a_stopping_worker_gives_up_the_watch_while_its_run_finishes(pg_url: str
         ]
         try:
             await asyncio.sleep(0.5)
-            submitted = time.monotonic()
-            await apps[0].in_thread(apps[0].submit_run, "hold", 1)
-            while 1 not in started:
-                assert time.monotonic() - submitted < 5, "run 1 did not start"
-                await asyncio.sleep(0.01)
+            await start_delay(apps[0], started, 1, "run 1 did not start")
             # Stop whichever worker took run 1: it keeps running it, and watches no more.
             holder = (await apps[0].in_thread(apps[0].store.list_runs))[0].holder
             assert holder is not None
             busy = 0 if holder.startswith(apps[0].holder) else 1
             stops[busy].set()
             await asyncio.sleep(0.1)
-            submitted = time.monotonic()
-            await apps[0].in_thread(apps[0].submit_run, "hold", 2)
-            while 2 not in started:
-                assert time.monotonic() - submitted < 5, "run 2 waited for a poll"
-                await asyncio.sleep(0.01)
-            assert started[2] - submitted < 1.5
+            assert await start_delay(apps[0], started, 2, "run 2 waited for a poll") < 1.5
         finally:
-            release.set()
-            for stop in stops:
-                stop.set()
-            await asyncio.gather(*workers)
+            await let_go(release, stops, workers)
 
     try:
         asyncio.run(main())
