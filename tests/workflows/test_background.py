@@ -599,6 +599,50 @@ def test_a_worker_with_a_free_slot_takes_the_next_queued_run_without_waiting_a_p
         app.close()
 
 
+def test_a_worker_does_not_look_again_for_runs_the_statement_ending_a_run_looked_for(
+    db_url: str,
+) -> None:
+    """Six runs submitted one after another to a running worker with a 30 s poll: each
+    submit wakes it to claim once, and each run's end looks for the next in its own
+    statement, so no claim comes back empty but the one at start."""
+    app = background_app(db_url)
+    claims: list[int] = []
+    claim_runs = app.store.claim_runs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        claimed = claim_runs(*args, **kwargs)
+        claims.append(len(claimed))
+        return claimed
+
+    app.store.claim_runs = counted  # type: ignore[method-assign]
+
+    @app.workflow("quick")
+    def quick(n: int) -> int:
+        return n
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        running = asyncio.create_task(app.run_worker(poll_interval="30s").run(stop))
+        try:
+            for n in range(6):
+                run, _ = await app.in_thread(app.submit_run, "quick", n)
+                for _ in range(250):
+                    if (await app.in_thread(app.store.get_run, run.run_id)).status.terminal:
+                        break
+                    await asyncio.sleep(0.02)
+                await asyncio.sleep(0.05)  # time for a needless claim after the end
+        finally:
+            stop.set()
+            await running
+
+    try:
+        asyncio.run(main())
+        assert sum(claims) == 6
+        assert claims.count(0) <= 1, claims
+    finally:
+        app.close()
+
+
 # -- answers -----------------------------------------------------------------------------
 
 

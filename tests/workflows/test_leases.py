@@ -109,10 +109,11 @@ def queued(app: App, count: int) -> list[str]:
 
 def end_claiming(
     app: App, run_id: str, holder: str, *, wanted: bool = True
-) -> tuple[Run | None, list[list[Held]]]:
+) -> tuple[Run | None, list[list[Held]], bool]:
     """End ``run_id`` as ``holder`` (completed, result 1) and claim the next run for "w/2" in
-    the same statement: the ended run, and what was claimed."""
+    the same statement: the ended run, what was claimed, and whether the claim looked."""
     taken: list[list[Held]] = []
+    then_claim = NextClaim("w/2", 60.0, 1, taken.append, wanted=lambda: wanted)
     ended = app.store.end_run(
         run_id,
         holder,
@@ -120,17 +121,18 @@ def end_claiming(
         state={},
         result=1,
         for_job=False,
-        then_claim=NextClaim("w/2", 60.0, 1, taken.append, wanted=lambda: wanted),
+        then_claim=then_claim,
     )
-    return ended, taken
+    return ended, taken, then_claim.looked
 
 
 def test_ending_a_run_claims_the_next_in_the_same_statement(app: App) -> None:
     first, second, third = queued(app, 3)
     [(run, _, _)] = app.store.claim_runs("w/1", limit=1, lease=60)
     assert run.run_id == first
-    ended, taken = end_claiming(app, first, "w/1")
+    ended, taken, looked = end_claiming(app, first, "w/1")
     assert ended is not None and ended.status is RunStatus.COMPLETED and ended.result == 1
+    assert looked, "the worker need not look for a run again"
     [[(claimed, steps, interrupts)]] = taken
     assert (claimed.run_id, claimed.holder, claimed.status) == (second, "w/2", RunStatus.RUNNING)
     assert (steps, interrupts) == ([], {})
@@ -140,8 +142,9 @@ def test_ending_a_run_claims_the_next_in_the_same_statement(app: App) -> None:
 def test_an_end_that_is_not_the_holders_to_record_claims_nothing(app: App) -> None:
     first, second = queued(app, 2)
     app.store.claim_runs("w/1", limit=1, lease=60)
-    ended, taken = end_claiming(app, first, "somebody-else")
+    ended, taken, looked = end_claiming(app, first, "somebody-else")
     assert ended is None and taken == []
+    assert not looked, "the worker must look for a run itself"
     assert app.store.get_run(first).status is RunStatus.RUNNING
     assert app.store.get_run(second).status is RunStatus.QUEUED
 
@@ -165,7 +168,7 @@ def test_the_next_claim_takes_an_abandoned_run_first_with_its_record(app: App) -
     )
     queued(app, 1)  # a queued one waits behind the abandoned one
     time.sleep(0.6)
-    _, taken = end_claiming(app, ending_id, "w/1")
+    _, taken, _ = end_claiming(app, ending_id, "w/1")
     [[(claimed, steps, _)]] = taken
     assert claimed.run_id == abandoned_id and claimed.executions == 2
     assert [(s.position, s.result) for s in steps] == [(1, 7)], "it resumes from its checkpoint"
@@ -174,7 +177,7 @@ def test_the_next_claim_takes_an_abandoned_run_first_with_its_record(app: App) -
 def test_a_stopping_worker_ends_its_run_without_claiming_another(app: App) -> None:
     first, second = queued(app, 2)
     app.store.claim_runs("w/1", limit=1, lease=60)
-    ended, taken = end_claiming(app, first, "w/1", wanted=False)
+    ended, taken, looked = end_claiming(app, first, "w/1", wanted=False)
     assert ended is not None and ended.status is RunStatus.COMPLETED
-    assert taken == []
+    assert taken == [] and not looked
     assert app.store.get_run(second).status is RunStatus.QUEUED

@@ -155,17 +155,19 @@ def _interrupt(row: Row) -> Interrupt:
 Held = tuple[Run, list[Step], dict[str, Interrupt]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NextClaim:
     """What a worker claims in the statement that ends one of its runs: up to ``limit`` runs
     for ``holder``, handed to ``take`` (called in the thread that ended the run); nothing
-    once ``wanted`` says no (the worker is stopping)."""
+    once ``wanted`` says no (the worker is stopping). ``looked`` is set once the statement
+    has looked, found runs or not: the worker need not look again."""
 
     holder: str
     lease: float
     limit: int
     take: Callable[[list[Held]], None]
     wanted: Callable[[], bool] = lambda: True
+    looked: bool = False
 
 
 # claim_runs's parameters for ending nothing first.
@@ -404,6 +406,7 @@ class RunOps(StoreCore):
             if claimed:
                 then_claim.take(claimed)
             done = [run_from_row(r) for r in rows if r["kind"] == "ended"]
+            then_claim.looked = bool(done)  # it claims only once the end is recorded
             return done[0] if done else None
 
         def work(tx: Tx) -> Run | None:

@@ -73,23 +73,26 @@ class RunWorker:
             loop.call_soon_threadsafe(wake.set)
 
         store = self.app.store
-        store.run_listeners.append(queued)
         listener_stop = threading.Event()
         listener = watch_in_thread(store, RUNS_CHANNEL, queued, listener_stop, self._room)
+        # Without notifications (SQLite), runs queued in this process wake it directly. With
+        # them, the watch's NOTIFY alone does: both would wake it twice for one run.
+        local = listener is None
+        if local:
+            store.run_listeners.append(queued)
         watching = asyncio.create_task(self._watch_cancels(stop))
         stopping = asyncio.create_task(self._wake_when(stop))
         try:
             while not stop.is_set():
                 wake.clear()
-                claimed = 0
+                # Woken by a queued run, a freed slot or the poll. Fewer runs claimed than
+                # slots free means the queue is empty: wait for the next wake, not claim again.
                 free = self.concurrency - len(self.active)
                 if free > 0:
                     try:
-                        claimed = await self._claim(free)
+                        await self._claim(free)
                     except Exception:
                         log.exception("claiming runs failed; retrying")
-                if claimed and len(self.active) < self.concurrency:
-                    continue
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll_interval):
                         await wake.wait()
@@ -98,7 +101,8 @@ class RunWorker:
         finally:
             watching.cancel()
             stopping.cancel()
-            store.run_listeners.remove(queued)
+            if local:
+                store.run_listeners.remove(queued)
             listener_stop.set()
             if listener is not None:
                 await asyncio.to_thread(listener.join, 5)
@@ -113,21 +117,29 @@ class RunWorker:
         # here) is fenced from the execution that lost it, even in this process.
         return f"{self.holder}/{next(self._claims)}"
 
-    async def _claim(self, limit: int) -> int:
+    async def _claim(self, limit: int) -> None:
         lease = self.app.workflows.lease
         store = self.app.store
         claimed = await self.app.in_thread(
             store.claim_runs, self._new_holder(), limit=limit, lease=lease
         )
         self._start(claimed)
-        return len(claimed)
 
     def _start(self, claimed: list[Held]) -> None:
         for held in claimed:
             run_id = held[0].run_id
-            task = asyncio.create_task(self._execute(held), name=f"run {run_id}")
+            # The statement that ends this run also claims the next one for this slot,
+            # unless the worker is stopping by then.
+            then_claim = NextClaim(
+                self._new_holder(),
+                self.app.workflows.lease,
+                1,
+                self._claimed_meanwhile,
+                wanted=lambda: not self._stop.is_set(),
+            )
+            task = asyncio.create_task(self._execute(held, then_claim), name=f"run {run_id}")
             self.active[run_id] = task
-            task.add_done_callback(functools.partial(self._done, run_id))
+            task.add_done_callback(functools.partial(self._done, run_id, then_claim))
         self._room_left()
 
     def _room_left(self) -> None:
@@ -143,30 +155,22 @@ class RunWorker:
         except RuntimeError:  # the loop is gone: the runs' leases run out, others take them
             log.warning("claimed %d runs after the worker stopped", len(claimed))
 
-    def _done(self, run_id: str, task: asyncio.Task[Run]) -> None:
+    def _done(self, run_id: str, then_claim: NextClaim, task: asyncio.Task[Run]) -> None:
         self.active.pop(run_id, None)
         self._cancel_seen.pop(run_id, None)
         self.executed += 1
         self._room_left()
-        # A free slot: look for the next run now, not at the next poll. So does the end of a
-        # run with a concurrency key: it frees the next run of its key, which the statement
-        # that ended it could not see yet.
+        # The freed slot looks for the next run now, not at the next poll, unless the
+        # statement that ended the run has just looked. The end of a run with a concurrency
+        # key looks again: it frees the next run of its key, which that statement could not
+        # see yet.
         ended = None if task.cancelled() or task.exception() else task.result()
-        if len(self.active) < self.concurrency or (ended and ended.concurrency_key):
+        if not then_claim.looked or (ended and ended.concurrency_key):
             self._wake.set()
 
-    async def _execute(self, held: Held) -> Run:
+    async def _execute(self, held: Held, then_claim: NextClaim) -> Run:
         run = held[0]
         workflows = self.app.workflows
-        # The statement that ends this run also claims the next one for this slot, unless
-        # the worker is stopping by then.
-        then_claim = NextClaim(
-            self._new_holder(),
-            workflows.lease,
-            1,
-            self._claimed_meanwhile,
-            wanted=lambda: not self._stop.is_set(),
-        )
         try:
             execution = workflows.execute_async(held, then_claim=then_claim)
             if run.timeout_secs:
