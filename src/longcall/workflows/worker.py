@@ -22,6 +22,8 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from longcall.jobs import parse_duration
@@ -32,6 +34,17 @@ if TYPE_CHECKING:
     from longcall.app import App
 
 log = logging.getLogger("longcall.runs")
+
+
+@dataclass(slots=True, eq=False)
+class _Slot:
+    """One of a worker's slots: the run it executes now (a chain of sync runs moves it on),
+    the claim that run's end makes, and how many runs it finished before that one."""
+
+    run: Run
+    claim: NextClaim | None = None
+    chained: int = 0
+    abandoned: bool = False  # done, or cancelled: a chain takes no further run
 
 
 class RunWorker:
@@ -61,6 +74,8 @@ class RunWorker:
         self._room = threading.Event()
         self._room.set()
         self._claims = itertools.count(1)
+        # Held while a chain moves its slot to the next run, or a slot is given up.
+        self._moving = threading.Lock()
         self.executed = 0
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -128,18 +143,10 @@ class RunWorker:
     def _start(self, claimed: list[Held]) -> None:
         for held in claimed:
             run_id = held[0].run_id
-            # The statement that ends this run also claims the next one for this slot,
-            # unless the worker is stopping by then.
-            then_claim = NextClaim(
-                self._new_holder(),
-                self.app.workflows.lease,
-                1,
-                self._claimed_meanwhile,
-                wanted=lambda: not self._stop.is_set(),
-            )
-            task = asyncio.create_task(self._execute(held, then_claim), name=f"run {run_id}")
+            slot = _Slot(held[0])
+            task = asyncio.create_task(self._execute(held, slot), name=f"run {run_id}")
             self.active[run_id] = task
-            task.add_done_callback(functools.partial(self._done, run_id, then_claim))
+            task.add_done_callback(functools.partial(self._done, slot))
         self._room_left()
 
     def _room_left(self) -> None:
@@ -148,6 +155,18 @@ class RunWorker:
         else:
             self._room.clear()
 
+    def _next_claim(self, slot: _Slot, take: Callable[[list[Held]], None]) -> NextClaim:
+        """The claim of the statement that ends the slot's run: the next run for the slot,
+        unless the worker is stopping or the slot was given up by then."""
+        slot.claim = NextClaim(
+            self._new_holder(),
+            self.app.workflows.lease,
+            1,
+            take,
+            wanted=lambda: not (self._stop.is_set() or slot.abandoned),
+        )
+        return slot.claim
+
     def _claimed_meanwhile(self, claimed: list[Held]) -> None:
         """From the thread that ended a run and claimed the next in the same statement."""
         try:
@@ -155,23 +174,63 @@ class RunWorker:
         except RuntimeError:  # the loop is gone: the runs' leases run out, others take them
             log.warning("claimed %d runs after the worker stopped", len(claimed))
 
-    def _done(self, run_id: str, then_claim: NextClaim, task: asyncio.Task[Run]) -> None:
-        self.active.pop(run_id, None)
-        self._cancel_seen.pop(run_id, None)
-        self.executed += 1
+    def _done(self, slot: _Slot, task: asyncio.Task[Run]) -> None:
+        with self._moving:
+            slot.abandoned = True
+            self.active.pop(slot.run.run_id, None)
+        self._cancel_seen.pop(slot.run.run_id, None)
+        self.executed += 1 + slot.chained
         self._room_left()
         # The freed slot looks for the next run now, not at the next poll, unless the
         # statement that ended the run has just looked. The end of a run with a concurrency
         # key looks again: it frees the next run of its key, which that statement could not
         # see yet.
         ended = None if task.cancelled() or task.exception() else task.result()
-        if not then_claim.looked or (ended and ended.concurrency_key):
+        looked = slot.claim is not None and slot.claim.looked
+        if not looked or (ended and ended.concurrency_key):
             self._wake.set()
 
-    async def _execute(self, held: Held, then_claim: NextClaim) -> Run:
+    def _chains(self, run: Run) -> bool:
+        """Whether the run can execute in a chain (:meth:`_chain`): a registered sync
+        workflow, nothing the event loop must watch (a timeout), nothing to release at its
+        end (a concurrency key)."""
+        wf = self.app.workflows.registry.get(run.workflow_id)
+        return (
+            wf is not None
+            and not wf.is_async
+            and not run.timeout_secs
+            and run.concurrency_key is None
+            and not run.cancel_requested
+        )
+
+    def _chain(self, held: Held, slot: _Slot) -> Run:
+        """Execute a sync run in this thread, then each run its end claims for the slot, as
+        long as they can chain too: a backlog drains without a trip through the event loop
+        for every run. The slot moves on to each run in turn, under its key in ``active``."""
+        workflows = self.app.workflows
+        while True:
+            claimed: list[Held] = []
+            ended = workflows.execute(held, then_claim=self._next_claim(slot, claimed.extend))
+            if not claimed:
+                return ended
+            with self._moving:
+                if slot.abandoned or not self._chains(claimed[0][0]):
+                    self._claimed_meanwhile(claimed)
+                    return ended
+                held, finished = claimed[0], slot.run.run_id
+                slot.run = held[0]
+                slot.chained += 1
+                self.active[slot.run.run_id] = self.active[finished]  # the count stays put
+                del self.active[finished]
+            self._cancel_seen.pop(finished, None)
+
+    async def _execute(self, held: Held, slot: _Slot) -> Run:
         run = held[0]
         workflows = self.app.workflows
         try:
+            if self._chains(run):
+                return await self.app.in_thread(self._chain, held, slot)
+            then_claim = self._next_claim(slot, self._claimed_meanwhile)
             execution = workflows.execute_async(held, then_claim=then_claim)
             if run.timeout_secs:
                 return await asyncio.wait_for(execution, run.timeout_secs)
@@ -181,15 +240,18 @@ class RunWorker:
             return await self.app.in_thread(workflows.end, run, RunStatus.FAILED, error=error)
         except asyncio.CancelledError:
             # Cancelled after its grace period (the run was asked to stop), or shutting down
-            # hard: record the cancellation only in the first case.
+            # hard: record the cancellation only in the first case. A chain stops here.
+            with self._moving:
+                slot.abandoned = True
+                run = slot.run
             if run.run_id in self._cancel_seen:
                 return await self.app.in_thread(
                     workflows.end, run, RunStatus.CANCELLED, error=CANCELLED
                 )
             raise
         except Exception:
-            log.exception("executing run %s failed", run.run_id)
-            return await self.app.in_thread(self.app.store.get_run, run.run_id)
+            log.exception("executing run %s failed", slot.run.run_id)
+            return await self.app.in_thread(self.app.store.get_run, slot.run.run_id)
 
     async def _watch_cancels(self, stop: asyncio.Event) -> None:
         """Cancel outright the runs still going ``grace`` seconds after a cancel request."""
