@@ -5,7 +5,9 @@ execution renews; a worker that dies (SIGKILL, a lost host) stops renewing, and 
 has run out another worker claims the run and resumes it from its checkpoints. Wake-ups come
 from commits in this process and, on PostgreSQL, from ``NOTIFY`` to the one worker with room
 that holds the watch (:mod:`longcall.store.pg_listen`), not to all of them; a worker's slot
-that frees claims the next run as its run ends; polling covers the rest.
+that frees claims the next run as its run ends; polling covers the rest. A slot executing a
+sync run executes the next one its end claims in the same thread (a chain), so a backlog
+drains without a trip through the event loop for every run.
 
 Cancellation is a flag in the store, so it reaches a run on any worker: the run sees
 ``ctx.cancelled`` at once and stops at its next task call; an async run still going after
@@ -267,9 +269,11 @@ class RunWorker:
                 continue
             now = time.monotonic()
             for run_id in flagged:
-                first = self._cancel_seen.setdefault(run_id, now)
                 task = self.active.get(run_id)
-                if task is not None and now - first >= self.grace:
+                if task is None:  # it ended meanwhile, perhaps in a chain that moved on
+                    continue
+                first = self._cancel_seen.setdefault(run_id, now)
+                if now - first >= self.grace:
                     task.cancel()
 
     def _cancelling(self) -> set[str]:
