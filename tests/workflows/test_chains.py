@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 from longcall import App, RunStatus
-from longcall.workflows import TaskContext
 
 from .test_background import background_app, drain
 
@@ -62,7 +61,7 @@ def test_a_cancel_reaches_a_run_in_the_middle_of_a_chain_at_its_next_task_call(
         return i
 
     @app.workflow("two_parts")
-    def two_parts(n: int, ctx: TaskContext) -> int:
+    def two_parts(n: int) -> int:
         return int(part(n, 0)) + int(part(n, 1))
 
     try:
