@@ -243,9 +243,6 @@ RETURNING delivery_id;
 UPDATE lc_inbox SET outcome = %(outcome)s
 WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
 
--- name: get_inbox
-SELECT * FROM lc_inbox WHERE source = %(source)s AND delivery_id = %(delivery_id)s;
-
 -- name: job_inbox
 SELECT * FROM lc_inbox WHERE job_id = %(job_id)s ORDER BY received_at, delivery_id;
 

@@ -237,9 +237,6 @@ RETURNING delivery_id;
 -- name: set_inbox_outcome
 UPDATE lc_inbox SET outcome = :outcome WHERE source = :source AND delivery_id = :delivery_id;
 
--- name: get_inbox
-SELECT * FROM lc_inbox WHERE source = :source AND delivery_id = :delivery_id;
-
 -- name: job_inbox
 SELECT * FROM lc_inbox WHERE job_id = :job_id ORDER BY received_at, delivery_id;
 
