@@ -5,9 +5,11 @@ Run:  pip install -e '.[bench,postgres]'
       python bench/runs.py --runs 5000 --rounds 5 --probes 100
       python bench/runs.py --pg postgresql://postgres@127.0.0.1:5432/postgres
       python bench/runs.py --only longcall            (one library, nothing judged)
+      python bench/runs.py --only raw                 (the raw baseline alone)
 
 Each library gets, every round, a fresh database (bench_runs_longcall,
-bench_runs_procrastinate, bench_runs_dbos, created beside ``--pg`` and dropped at the end)
+bench_runs_procrastinate, bench_runs_dbos, bench_runs_raw, created beside ``--pg`` and
+dropped at the end)
 and its own worker processes, started one after another, idle until all are up, then warmed
 with 8 runs. Then two timed batches of ``--runs`` one-task runs, each submitted *serially* by
 the parent (one call and one transaction each, for every library: no batch API, so the
@@ -36,6 +38,14 @@ The 2x target is judged in both shapes, each against the faster procrastinate sh
                  more only at its next poll) and a poll a second; a poll takes every queued
                  workflow and runs them on DBOS's thread pool. (Polling every 0.1 or 0.02 s
                  measured the same.)
+- raw            the baseline: longcall's own SQL (``insert_run``, ``claim_runs``,
+                 ``insert_step``, and ``claim_runs`` ending the run and claiming the next)
+                 sent by psycopg alone, no longcall code in the way, on longcall's schema.
+                 4 processes of 4 threads, a connection each; each process LISTENs and a
+                 NOTIFY wakes one of its waiting threads (every process hears every NOTIFY:
+                 longcall's watch, one listener for all processes, is not reproduced). The
+                 submit is one ``insert_run`` on one connection. longcall / raw says what
+                 longcall's Python costs; raw / procrastinate what its SQL can reach at all.
 
 Then the start latency, workers idle (everything drained): submit one run; the task body
 writes ``time.time()`` to a file the parent watches; latency = that time minus the time just
@@ -52,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -74,6 +85,7 @@ DATABASES = {
     "longcall": "bench_runs_longcall",
     "procrastinate": "bench_runs_procrastinate",
     "dbos": "bench_runs_dbos",
+    "raw": "bench_runs_raw",
 }
 
 
@@ -156,6 +168,17 @@ def dbos_launch(url: str, marks: Path, index: int) -> Any:
     return DBOS
 
 
+def raw_queries() -> dict[str, str]:
+    """The SQL longcall runs on PostgreSQL, by name: the raw baseline runs the same."""
+    from longcall.store.queries import queries
+
+    return queries("postgres")
+
+
+# claim_runs's parameters for ending nothing first (as longcall's store passes them).
+RAW_NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
+
+
 # -- worker processes -----------------------------------------------------------------
 
 
@@ -198,6 +221,73 @@ def procrastinate_worker(url: str, marks: Path, concurrency: int) -> None:
     asyncio.run(main())
 
 
+def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
+    """longcall's SQL for one run, driven by psycopg alone: claim, checkpoint, end (which
+    claims the next run, as longcall's does). ``concurrency`` threads, a connection each;
+    a listener thread wakes one waiting thread per NOTIFY; a thread waits at most 1 s."""
+    import threading
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    q = raw_queries()
+    stop = threading.Event()
+    wake = threading.Condition()
+    listening = threading.Event()
+
+    def listen() -> None:
+        conn = psycopg.connect(url, autocommit=True)
+        conn.execute("LISTEN longcall_runs")
+        listening.set()
+        for _ in conn.notifies():
+            with wake:
+                wake.notify()
+
+    def slot(number: int) -> None:
+        conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        claims = iter(range(1, 1 << 62))
+
+        def claim(**end: Any) -> tuple[str, list[dict[str, Any]]]:
+            holder = f"raw-{index}/{number}/{next(claims)}"
+            params = {**RAW_NO_END, **end, "holder": holder, "lease": 30.0, "limit": 1}
+            rows = conn.execute(q["claim_runs"], {**params, "now": None}).fetchall()
+            return holder, [r for r in rows if r["kind"] == "claimed"]
+
+        while not stop.is_set():
+            holder, claimed = claim()
+            while claimed:
+                run = claimed[0]
+                i = run["input"]
+                _mark(marks, i)  # the task's body
+                step = {
+                    "run_id": run["run_id"],
+                    "holder": holder,
+                    "position": 1,
+                    "name": "noop",
+                    "args_hash": "-",
+                    "ok": True,
+                    "result": json.dumps({"i": i}),
+                    "changes": "[]",
+                    "attempts": 1,
+                    "started_at": time.time(),
+                    "now": None,
+                }
+                conn.execute(q["insert_step"], step).fetchall()
+                ended = {"end_run_id": run["run_id"], "end_holder": holder}
+                ended |= {"status": "completed", "result": json.dumps(i), "state": "{}"}
+                holder, claimed = claim(**ended)
+            with wake:
+                wake.wait(1.0)
+
+    threading.Thread(target=listen, daemon=True).start()
+    for number in range(concurrency):
+        threading.Thread(target=slot, args=(number,), daemon=True).start()
+    listening.wait(10)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _ready()
+    stop.wait()
+
+
 def dbos_worker(url: str, marks: Path, index: int) -> None:
     import threading
 
@@ -233,6 +323,7 @@ FINISHED = {
     "procrastinate": "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'",
     "dbos": "SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
 }
+FINISHED["raw"] = FINISHED["longcall"]
 
 
 def _fresh_pg(admin_url: str, name: str) -> str:
@@ -278,6 +369,22 @@ class Submitter:
             app = longcall_app(url, marks)  # migrates the fresh database
             self.submit: Callable[[int], Any] = lambda i: app.submit_run("one", i)
             self._close = app.close
+        elif library == "raw":
+            import uuid
+
+            import psycopg
+
+            longcall_app(url, marks).close()  # the schema
+            conn = psycopg.connect(url, autocommit=True)
+            insert = raw_queries()["insert_run"]
+            queued = dict.fromkeys(("user_id", "job_id", "cron_id", "concurrency_key"))
+            queued |= dict.fromkeys(("idempotency_key", "timeout_secs", "holder", "now"))
+            queued |= {"workflow_id": "one", "status": "queued", "max_retries": 0, "lease": 0.0}
+            queued |= {"channel": "longcall_runs"}
+            self.submit = lambda i: conn.execute(
+                insert, {**queued, "run_id": uuid.uuid4().hex, "input": json.dumps(i)}
+            ).fetchall()
+            self._close = conn.close
         elif library == "procrastinate":
             papp = procrastinate_app(url, marks, pool=2)
             papp.open()
@@ -447,6 +554,9 @@ def main() -> int:
     if args.worker == "procrastinate":
         procrastinate_worker(args.url, args.marks, args.concurrency)
         return 0
+    if args.worker == "raw":
+        raw_worker(args.url, args.marks, args.concurrency, args.index)
+        return 0
     if args.worker == "dbos":
         dbos_worker(args.url, args.marks, args.index)
         return 0
@@ -457,6 +567,7 @@ def main() -> int:
         Subject(f"procrastinate {w}x{c}", "procrastinate", w, c, probes=True),
         Subject("procrastinate 1x4", "procrastinate", 1, 4, probes=False),
         Subject(f"DBOS queue {w} procs", "dbos", w, 0, probes=False),
+        Subject("raw psycopg, same SQL", "raw", w, c, probes=False),
     ]
     if args.only:
         subjects = [s for s in subjects if s.library == args.only][:1]
@@ -495,8 +606,9 @@ def main() -> int:
             f"{statistics.median(s.drain_rates):>7,.0f}  {rounds}"
         )
 
-    print(f"\n{'start latency (idle workers)':<32}{'probes':>7}{'median ms':>11}{'p90 ms':>9}")
     lat: dict[str, float] = {}
+    if any(s.latencies for s in subjects):
+        print(f"\n{'start latency (idle workers)':<32}{'probes':>7}{'median ms':>11}{'p90 ms':>9}")
     for s in subjects:
         if s.latencies:
             lat[s.label] = statistics.median(s.latencies) * 1000
@@ -517,6 +629,10 @@ def main() -> int:
                 failed |= not ok
                 verdict = f">= {RATE_TARGET:g}  {'PASS' if ok else 'MISS'}"
             print(f"{f'runs/s {shape:<7} longcall / ' + s.label:<48}{ratio:>8.2f}x  {verdict}")
+        raw = [s.label for s in subjects if s.library == "raw"]
+        if raw:  # what longcall's SQL reaches with no longcall in between
+            ratio = rates[raw[0]] / best
+            print(f"{f'runs/s {shape:<7} raw same SQL / procrastinate':<48}{ratio:>8.2f}x  (none)")
     peer = f"procrastinate {w}x{c}"
     if "longcall" in lat and peer in lat:
         ratio = lat["longcall"] / lat[peer]
