@@ -139,7 +139,9 @@ def test_four_workers_two_sigkilled_finish_every_run_once_from_its_checkpoints(
             run, created = app.submit_run("triple", n, run_id=f"run-{n:03d}")
             assert created and run.status is RunStatus.QUEUED
         with procs() as workers:
-            options = ("--concurrency", "4", "--task-sleep", "0.02")
+            # Slow enough that runs are left to hold at the second kill: the first victim's
+            # runs wait out their 2 s lease before it, and the other workers keep draining.
+            options = ("--concurrency", "4", "--task-sleep", "0.05")
             workers += [Proc(db_url, tmp_path, f"w{i}", *options) for i in range(4)]
             for victim, after in ((workers[0], 100), (workers[1], 250)):
                 wait_for(
