@@ -26,6 +26,13 @@ def listen_in_thread(
     return _follow(store, "listen", channel, stop, step)
 
 
+# How often the watch's holder looks up from its notifications to see whether its worker is
+# full. A burst of queued runs fills the holder at once; the next worker takes the watch (and
+# claims) only once the holder has let go, so each hand-on waits up to this long, and the
+# workers after the first would otherwise join a burst only at their polls.
+HOLDER_CHECKS_ROOM = 0.05
+
+
 def watch_in_thread(
     store: Store,
     channel: str,
@@ -48,7 +55,7 @@ def watch_in_thread(
         elif not watch.held:
             if watch.take(0.5):
                 wake()
-        elif watch.wait(0.5):
+        elif watch.wait(HOLDER_CHECKS_ROOM):
             wake()
 
     return _follow(store, "watch", channel, stop, step)
