@@ -12,22 +12,21 @@ from collections.abc import Iterator
 import pytest
 
 from longcall.clock import SystemClock
+from longcall.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def store(pg_url: str) -> Iterator[object]:
-    from longcall.store.postgres import PostgresStore
-
+def store(pg_url: str) -> Iterator[PostgresStore]:
     store = PostgresStore(pg_url, SystemClock(), pool_size=4)
     yield store
     store.close()
 
 
-def _backends(store: object, n: int) -> list[int]:
+def _backends(store: PostgresStore, n: int) -> list[int]:
     """Open ``n`` connections at once, return them all, and give their backend pids."""
-    pool = store.pool  # type: ignore[attr-defined]
+    pool = store.pool
     conns = [pool.getconn() for _ in range(n)]
     pids = [conn.info.backend_pid for conn in conns]
     for conn in conns:
@@ -35,28 +34,28 @@ def _backends(store: object, n: int) -> list[int]:
     return pids
 
 
-def _serial(store: object, times: int) -> list[int]:
+def _serial(store: PostgresStore, times: int) -> list[int]:
     used = []
     for _ in range(times):
-        with store.pool.connection() as conn:  # type: ignore[attr-defined]
+        with store.pool.connection() as conn:
             used.append(conn.info.backend_pid)
     return used
 
 
-def test_statements_one_after_another_keep_to_one_connection(store: object) -> None:
+def test_statements_one_after_another_keep_to_one_connection(store: PostgresStore) -> None:
     opened = _backends(store, 3)
     assert len(set(opened)) == 3  # three idle connections to choose from
     # The one this thread returned last, every time: psycopg_pool alone takes them in turn.
     assert _serial(store, 6) == [opened[-1]] * 6
 
 
-def test_each_thread_keeps_to_its_own_connection(store: object) -> None:
+def test_each_thread_keeps_to_its_own_connection(store: PostgresStore) -> None:
     _backends(store, 3)
     go = threading.Barrier(2)
     used: dict[str, list[int]] = {}
 
     def alternate(name: str) -> None:
-        with store.pool.connection() as conn:  # type: ignore[attr-defined]
+        with store.pool.connection() as conn:
             first = conn.info.backend_pid
             go.wait()  # both hold a connection: each returns a different one
         go.wait()  # both returned theirs: each must now find its own, not the latest

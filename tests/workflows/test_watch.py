@@ -64,6 +64,35 @@ async def let_go(
     await asyncio.gather(*workers)
 
 
+def holding_apps(
+    url: str, count: int, release: threading.Event, started: dict[int, float]
+) -> list[App]:
+    """``count`` apps on one database, each with the workflow "hold": run ``n`` notes in
+    ``started`` when it began and holds its worker's slot until ``release``."""
+    apps = [App(url, run_lease="5s") for _ in range(count)]
+    for app in apps:
+
+        @app.workflow("hold")
+        def hold(n: int) -> int:
+            started[n] = time.monotonic()
+            release.wait(30)
+            return n
+
+    return apps
+
+
+def start_workers(
+    apps: list[App], concurrency: int
+) -> tuple[list[asyncio.Event], list[asyncio.Task[None]]]:
+    """A worker per app with a 30 s poll, so a run starts at once only by the watch."""
+    stops = [asyncio.Event() for _ in apps]
+    workers = [
+        asyncio.create_task(app.run_worker(concurrency=concurrency, poll_interval="30s").run(stop))
+        for app, stop in zip(apps, stops, strict=True)
+    ]
+    return stops, workers
+
+
 def test_one_session_at_a_time_holds_the_watch_and_hears_the_notifications(
     pg_url: str, watches: list[Watch]
 ) -> None:
@@ -120,26 +149,10 @@ def test_a_full_worker_hands_the_watch_to_one_with_room(pg_url: str) -> None:
     after the second worker too is full and the first has stopped."""
     release = threading.Event()
     started: dict[int, float] = {}
-
-    def app_with_workflow() -> App:
-        app = App(pg_url, run_lease="5s")
-
-        @app.workflow("hold")
-        def hold(n: int) -> int:
-            started[n] = time.monotonic()
-            release.wait(30)
-            return n
-
-        return app
-
-    first, second = app_with_workflow(), app_with_workflow()
+    first, second = holding_apps(pg_url, 2, release, started)
 
     async def main() -> None:
-        stops = [asyncio.Event(), asyncio.Event()]
-        workers = [
-            asyncio.create_task(app.run_worker(concurrency=1, poll_interval="30s").run(stop))
-            for app, stop in zip((first, second), stops, strict=True)
-        ]
+        stops, workers = start_workers([first, second], concurrency=1)
         try:
             await asyncio.sleep(0.5)  # both watch threads up: one holds the watch
             assert await start_delay(first, started, 1, "run 1 did not start") < 1.0
@@ -163,21 +176,10 @@ def test_a_burst_of_runs_reaches_every_worker_at_once(pg_url: str) -> None:
     once, and the next one claims as it takes it."""
     release = threading.Event()
     started: dict[int, float] = {}
-    apps = [App(pg_url, run_lease="5s") for _ in range(4)]
-    for app in apps:
-
-        @app.workflow("hold")
-        def hold(n: int) -> int:
-            started[n] = time.monotonic()
-            release.wait(30)
-            return n
+    apps = holding_apps(pg_url, 4, release, started)
 
     async def main() -> None:
-        stops = [asyncio.Event() for _ in apps]
-        workers = [
-            asyncio.create_task(app.run_worker(concurrency=1, poll_interval="30s").run(stop))
-            for app, stop in zip(apps, stops, strict=True)
-        ]
+        stops, workers = start_workers(apps, concurrency=1)
         try:
             await asyncio.sleep(0.5)  # every watch thread up: one holds the watch
             submitted = time.monotonic()
@@ -204,21 +206,10 @@ def test_a_stopping_worker_gives_up_the_watch_while_its_run_finishes(pg_url: str
     at once on another worker instead of waiting for that worker's poll."""
     release = threading.Event()
     started: dict[int, float] = {}
-    apps = [App(pg_url, run_lease="5s") for _ in range(2)]
-    for app in apps:
-
-        @app.workflow("hold")
-        def hold(n: int) -> int:
-            started[n] = time.monotonic()
-            release.wait(30)
-            return n
+    apps = holding_apps(pg_url, 2, release, started)
 
     async def main() -> Any:
-        stops = [asyncio.Event(), asyncio.Event()]
-        workers = [
-            asyncio.create_task(app.run_worker(concurrency=2, poll_interval="30s").run(stop))
-            for app, stop in zip(apps, stops, strict=True)
-        ]
+        stops, workers = start_workers(apps, concurrency=2)
         try:
             await asyncio.sleep(0.5)
             await start_delay(apps[0], started, 1, "run 1 did not start")

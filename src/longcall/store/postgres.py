@@ -65,7 +65,7 @@ class _ReusingPool(ConnectionPool[psycopg.Connection[dict[str, Any]]]):
     """psycopg_pool's pool, handing a thread the connection it returned last if that one is
     idle, else the one returned last by anyone; psycopg_pool takes the one returned first.
     A thread's statements, one after another, then keep to one connection and its server
-    process, whose caches are warm: a serial submit costs about a third less CPU, client
+    process, whose caches are warm: a serial submit costs about a quarter less CPU, client
     and server together, than on connections taken in turn, and ``bench/runs.py`` submits
     about 20% faster. Nothing is pinned: every connection goes back to the pool."""
 
