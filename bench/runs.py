@@ -175,6 +175,13 @@ def raw_queries() -> dict[str, str]:
     return queries("postgres")
 
 
+def runs_channel() -> str:
+    """The channel longcall's submits notify and its workers listen on."""
+    from longcall.store.runs import RUNS_CHANNEL
+
+    return RUNS_CHANNEL
+
+
 # claim_runs's parameters for ending nothing first (as longcall's store passes them).
 RAW_NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
 
@@ -237,7 +244,7 @@ def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
 
     def listen() -> None:
         conn = psycopg.connect(url, autocommit=True)
-        conn.execute("LISTEN longcall_runs")
+        conn.execute(f"LISTEN {runs_channel()}")
         listening.set()
         for _ in conn.notifies():
             with wake:
@@ -380,7 +387,7 @@ class Submitter:
             queued = dict.fromkeys(("user_id", "job_id", "cron_id", "concurrency_key"))
             queued |= dict.fromkeys(("idempotency_key", "timeout_secs", "holder", "now"))
             queued |= {"workflow_id": "one", "status": "queued", "max_retries": 0, "lease": 0.0}
-            queued |= {"channel": "longcall_runs"}
+            queued |= {"channel": runs_channel()}
             self.submit = lambda i: conn.execute(
                 insert, {**queued, "run_id": uuid.uuid4().hex, "input": json.dumps(i)}
             ).fetchall()
