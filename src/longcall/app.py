@@ -119,6 +119,11 @@ class App:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
 
+    def call_in_thread(self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> None:
+        """Start a blocking call on the app's thread pool, from any thread, without waiting
+        for it (RuntimeError once the app is closed)."""
+        self._executor.submit(func, *args, **kwargs)
+
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self.workflows.heartbeat.close()

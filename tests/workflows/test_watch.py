@@ -228,3 +228,96 @@ def test_a_stopping_worker_gives_up_the_watch_while_its_run_finishes(pg_url: str
     finally:
         for app in apps:
             app.close()
+
+
+def test_a_notified_run_executes_while_the_workers_event_loop_is_blocked(pg_url: str) -> None:
+    """The watch's thread hands a notified run to a pool thread, which claims and executes
+    it: a sync run submitted while the worker's event loop is blocked for a second starts
+    and finishes within it."""
+    app = App(pg_url)
+    started: list[float] = []
+
+    @app.workflow("quick")
+    def quick(n: int) -> int:
+        started.append(time.monotonic())
+        return n
+
+    async def main() -> tuple[float, float]:
+        stop = asyncio.Event()
+        worker = asyncio.create_task(app.run_worker(concurrency=2, poll_interval="30s").run(stop))
+        await asyncio.sleep(0.5)  # the watch thread holds the watch
+        submitter = threading.Timer(0.1, app.submit_run, ("quick", 1))
+        blocked = time.monotonic()
+        submitter.start()
+        time.sleep(1.0)  # noqa: ASYNC251 - blocks the event loop on purpose
+        unblocked = time.monotonic()
+        submitter.join()
+        stop.set()
+        await worker
+        return blocked, unblocked
+
+    try:
+        blocked, unblocked = asyncio.run(main())
+        assert len(started) == 1
+        assert blocked < started[0] < unblocked, "the run waited for the event loop"
+        runs = app.store.list_runs(limit=10)
+        assert [(r.status, r.result) for r in runs] == [(RunStatus.COMPLETED, 1)]
+    finally:
+        app.close()
+
+
+def test_runs_claimed_by_notifications_and_by_the_loop_never_exceed_the_slots(
+    pg_url: str,
+) -> None:
+    """A worker of three slots, given twelve runs at once, sync and async mixed: the pool
+    threads the notifications start and the event loop's tasks together never execute more
+    than three at a time, and every run completes."""
+    app = App(pg_url)
+    lock = threading.Lock()
+    going = [0]
+    peak = [0]
+
+    def enter() -> None:
+        with lock:
+            going[0] += 1
+            peak[0] = max(peak[0], going[0])
+
+    def leave() -> None:
+        with lock:
+            going[0] -= 1
+
+    @app.workflow("sync_hold")
+    def sync_hold(n: int) -> int:
+        enter()
+        time.sleep(0.05)
+        leave()
+        return n
+
+    @app.workflow("async_hold")
+    async def async_hold(n: int) -> int:
+        enter()
+        await asyncio.sleep(0.05)
+        leave()
+        return n
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        worker = asyncio.create_task(app.run_worker(concurrency=3, poll_interval="0.2s").run(stop))
+        await asyncio.sleep(0.5)
+        for n in range(12):
+            await app.in_thread(app.submit_run, ("sync_hold", "async_hold")[n % 3 == 0], n)
+        give_up = time.monotonic() + 15
+        while len([r for r in app.store.list_runs(limit=20) if r.status.terminal]) < 12:
+            assert time.monotonic() < give_up, "the runs did not all finish"
+            await asyncio.sleep(0.05)
+        stop.set()
+        await worker
+
+    try:
+        asyncio.run(main())
+        runs = app.store.list_runs(limit=20)
+        assert sorted(r.result for r in runs) == list(range(12))
+        assert {r.status for r in runs} == {RunStatus.COMPLETED}
+        assert peak[0] == 3, f"{peak[0]} runs went at once in three slots"
+    finally:
+        app.close()

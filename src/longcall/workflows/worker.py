@@ -7,7 +7,9 @@ from commits in this process and, on PostgreSQL, from ``NOTIFY`` to the one work
 that holds the watch (:mod:`longcall.store.pg_listen`), not to all of them; a worker's slot
 that frees claims the next run as its run ends; polling covers the rest. A slot executing a
 sync run executes the next one its end claims in the same thread (a chain), so a backlog
-drains without a trip through the event loop for every run.
+drains without a trip through the event loop for every run. A notification is taken up the
+same way: the watch's thread hands the claim to a pool thread, which executes the sync runs
+it claimed there, and the event loop hears of them only if they cannot chain.
 
 Cancellation is a flag in the store, so it reaches a run on any worker: the run sees
 ``ctx.cancelled`` at once and stops at its next task call; an async run still going after
@@ -26,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from longcall.jobs import parse_duration
 from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, Run, RunStatus
@@ -69,6 +71,11 @@ class RunWorker:
         # not share a prefix.
         self.holder = holder or f"{app.holder}/runs-{uuid.uuid4().hex[:6]}"
         self.active: dict[str, asyncio.Task[Run]] = {}
+        # Runs executing in the pool threads a notification started (no task of their own),
+        # and slots held for runs being claimed: both count against ``concurrency``.
+        self._direct: dict[str, _Slot] = {}
+        self._reserved = 0
+        self._heard = 0  # notifications the watch passed on
         self._cancel_seen: dict[str, float] = {}
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -76,7 +83,7 @@ class RunWorker:
         self._room = threading.Event()
         self._room.set()
         self._claims = itertools.count(1)
-        # Held while a chain moves its slot to the next run, or a slot is given up.
+        # Held while slots are counted, reserved, moved to the next run or given up.
         self._moving = threading.Lock()
         self.executed = 0
 
@@ -89,9 +96,14 @@ class RunWorker:
         def queued() -> None:
             loop.call_soon_threadsafe(wake.set)
 
+        def notified() -> None:
+            self._heard += 1
+            if not self._claim_directly():
+                queued()
+
         store = self.app.store
         listener_stop = threading.Event()
-        listener = watch_in_thread(store, RUNS_CHANNEL, queued, listener_stop, self._room)
+        listener = watch_in_thread(store, RUNS_CHANNEL, notified, listener_stop, self._room)
         # Without notifications (SQLite), runs queued in this process wake it directly. With
         # them, the watch's NOTIFY alone does: both would wake it twice for one run.
         local = listener is None
@@ -104,17 +116,19 @@ class RunWorker:
                 wake.clear()
                 # Woken by a queued run, a freed slot or the poll. Fewer runs claimed than
                 # slots free means the queue is empty: wait for the next wake, not claim again.
-                free = self.concurrency - len(self.active)
-                if free > 0:
-                    try:
-                        await self._claim(free)
-                    except Exception:
-                        log.exception("claiming runs failed; retrying")
+                try:
+                    await self._claim()
+                except Exception:
+                    log.exception("claiming runs failed; retrying")
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.poll_interval):
                         await wake.wait()
-            while self.active:  # a run ending now may still hand over the next one
-                await asyncio.wait(list(self.active.values()))
+            # A run ending now may still hand over the next one.
+            while self.active or self._direct or self._reserved:
+                if self.active:
+                    await asyncio.wait(list(self.active.values()))
+                else:
+                    await asyncio.sleep(0.01)
         finally:
             watching.cancel()
             stopping.cancel()
@@ -134,25 +148,125 @@ class RunWorker:
         # here) is fenced from the execution that lost it, even in this process.
         return f"{self.holder}/{next(self._claims)}"
 
-    async def _claim(self, limit: int) -> None:
-        lease = self.app.workflows.lease
-        store = self.app.store
-        claimed = await self.app.in_thread(
-            store.claim_runs, self._new_holder(), limit=limit, lease=lease
-        )
-        self._start(claimed)
+    def _reserve(self) -> int:
+        """Hold every free slot for a claim (zero when full or stopping); the claim's runs
+        take them over in :meth:`_start`, and :meth:`_release` gives back the rest."""
+        with self._moving:
+            if self._stop.is_set():
+                return 0
+            free = self.concurrency - len(self.active) - len(self._direct) - self._reserved
+            self._reserved += max(free, 0)
+        return max(free, 0)
 
-    def _start(self, claimed: list[Held]) -> None:
-        for held in claimed:
-            run_id = held[0].run_id
-            slot = _Slot(held[0])
-            task = asyncio.create_task(self._execute(held, slot), name=f"run {run_id}")
-            self.active[run_id] = task
-            task.add_done_callback(functools.partial(self._done, slot))
+    def _release(self, count: int) -> None:
+        with self._moving:
+            self._reserved -= count
         self._room_left()
 
+    def _claim_runs(self, limit: int) -> list[Held]:
+        lease = self.app.workflows.lease
+        return self.app.store.claim_runs(self._new_holder(), limit=limit, lease=lease)
+
+    async def _claim(self) -> None:
+        limit = self._reserve()
+        if not limit:
+            return
+        try:
+            claimed = await self.app.in_thread(self._claim_runs, limit)
+        except BaseException:
+            self._release(limit)
+            raise
+        self._start(claimed, limit)
+
+    def _start(self, claimed: list[Held], reserved: int) -> None:
+        """Execute the claimed runs as tasks of the event loop, in ``reserved`` slots held."""
+        with self._moving:
+            for held in claimed:
+                run_id = held[0].run_id
+                slot = _Slot(held[0])
+                task = asyncio.create_task(self._execute(held, slot), name=f"run {run_id}")
+                self.active[run_id] = task
+                task.add_done_callback(functools.partial(self._done, slot))
+            self._reserved -= reserved
+        self._room_left()
+
+    def _claim_directly(self) -> bool:
+        """From the watch's thread, as runs are queued: claim for every free slot in a pool
+        thread, not through the event loop. False when no slot is free (or the worker is
+        stopping): nothing was started."""
+        limit = self._reserve()
+        if not limit:
+            return False
+        try:
+            self.app.call_in_thread(self._claim_in_thread, limit, self._heard)
+        except RuntimeError:  # the pool is shut down: the app is closing
+            self._release(limit)
+            return False
+        return True
+
+    def _claim_in_thread(self, limit: int, heard: int) -> None:
+        """Claim up to ``limit`` runs in the slots reserved for them, and execute the sync
+        ones in pool threads (this one takes the first); the others go to the event loop.
+        ``heard``: the notifications passed on when the slots were reserved."""
+        try:
+            claimed = self._claim_runs(limit)
+        except BaseException:
+            self._release(limit)
+            log.exception("claiming runs failed; the next poll retries")
+            return
+        if len(claimed) < limit and self._heard != heard:
+            # A run queued during the claim found no slot to reserve, and the claim may have
+            # looked before it was there: the event loop looks again.
+            self._wake_soon()
+        chained: list[tuple[Held, _Slot]] = []
+        others: list[Held] = []
+        for held in claimed:
+            if self._chains(held[0]):
+                chained.append((held, _Slot(held[0])))
+            else:
+                others.append(held)
+        with self._moving:
+            for _, slot in chained:
+                self._direct[slot.run.run_id] = slot
+            self._reserved -= limit - len(others)  # the others keep theirs until started
+        if others:
+            self._to_loop(others, len(others))
+        self._room_left()
+        for held, slot in chained[1:]:
+            try:
+                self.app.call_in_thread(self._execute_directly, held, slot)
+            except RuntimeError:  # the app is closing: the run's lease runs out, others take it
+                with self._moving:
+                    slot.abandoned = True
+                    self._direct.pop(slot.run.run_id, None)
+        if chained:
+            self._execute_directly(*chained[0])
+
+    def _execute_directly(self, held: Held, slot: _Slot) -> None:
+        try:
+            self._chain(held, slot, self._direct)
+        except Exception:
+            log.exception("executing run %s failed", slot.run.run_id)
+        finally:
+            with self._moving:
+                if not slot.abandoned:  # else the cancel watcher has given the slot up
+                    slot.abandoned = True
+                    self._direct.pop(slot.run.run_id, None)
+                self.executed += 1 + slot.chained
+            self._cancel_seen.pop(slot.run.run_id, None)
+        self._room_left()
+        if not (slot.claim is not None and slot.claim.looked):
+            self._wake_soon()
+
+    def _wake_soon(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nothing left to wake
+            self._loop.call_soon_threadsafe(self._wake.set)
+
     def _room_left(self) -> None:
-        if len(self.active) < self.concurrency and not self._stop.is_set():
+        # Slots held for a claim in flight do not count: the worker keeps the watch while it
+        # claims, or every claim would hand it on and take it back.
+        busy = len(self.active) + len(self._direct)
+        if busy < self.concurrency and not self._stop.is_set():
             self._room.set()
         else:
             self._room.clear()
@@ -171,17 +285,23 @@ class RunWorker:
 
     def _claimed_meanwhile(self, claimed: list[Held]) -> None:
         """From the thread that ended a run and claimed the next in the same statement."""
+        with self._moving:
+            self._reserved += len(claimed)  # counted until the loop starts them
+        self._to_loop(claimed, len(claimed))
+
+    def _to_loop(self, claimed: list[Held], reserved: int) -> None:
         try:
-            self._loop.call_soon_threadsafe(self._start, claimed)
+            self._loop.call_soon_threadsafe(self._start, claimed, reserved)
         except RuntimeError:  # the loop is gone: the runs' leases run out, others take them
+            self._release(reserved)
             log.warning("claimed %d runs after the worker stopped", len(claimed))
 
     def _done(self, slot: _Slot, task: asyncio.Task[Run]) -> None:
         with self._moving:
             slot.abandoned = True
             self.active.pop(slot.run.run_id, None)
+            self.executed += 1 + slot.chained
         self._cancel_seen.pop(slot.run.run_id, None)
-        self.executed += 1 + slot.chained
         self._room_left()
         # The freed slot looks for the next run now, not at the next poll, unless the
         # statement that ended the run has just looked. The end of a run with a concurrency
@@ -205,10 +325,12 @@ class RunWorker:
             and not run.cancel_requested
         )
 
-    def _chain(self, held: Held, slot: _Slot) -> Run:
+    def _chain(self, held: Held, slot: _Slot, slots: dict[str, _Slot] | None = None) -> Run:
         """Execute a sync run in this thread, then each run its end claims for the slot, as
         long as they can chain too: a backlog drains without a trip through the event loop
-        for every run. The slot moves on to each run in turn, under its key in ``active``."""
+        for every run. The slot moves on to each run in turn, under its key in ``active``
+        (or in ``slots``, for a slot a notification started)."""
+        moves: dict[str, Any] = self.active if slots is None else slots
         workflows = self.app.workflows
         while True:
             claimed: list[Held] = []
@@ -216,14 +338,15 @@ class RunWorker:
             if not claimed:
                 return ended
             with self._moving:
-                if slot.abandoned or not self._chains(claimed[0][0]):
-                    self._claimed_meanwhile(claimed)
-                    return ended
-                held, finished = claimed[0], slot.run.run_id
-                slot.run = held[0]
-                slot.chained += 1
-                self.active[slot.run.run_id] = self.active[finished]  # the count stays put
-                del self.active[finished]
+                handed_on = slot.abandoned or not self._chains(claimed[0][0])
+                if not handed_on:
+                    held, finished = claimed[0], slot.run.run_id
+                    slot.run = held[0]
+                    slot.chained += 1
+                    moves[slot.run.run_id] = moves.pop(finished)  # the count stays put
+            if handed_on:
+                self._claimed_meanwhile(claimed)
+                return ended
             self._cancel_seen.pop(finished, None)
 
     async def _execute(self, held: Held, slot: _Slot) -> Run:
@@ -260,7 +383,7 @@ class RunWorker:
         interval = max(0.2, min(1.0, self.grace / 4))
         while not stop.is_set():
             await asyncio.sleep(interval)
-            if not self.active:
+            if not (self.active or self._direct):
                 continue
             try:
                 flagged = await self.app.in_thread(self._cancelling)
@@ -269,12 +392,30 @@ class RunWorker:
                 continue
             now = time.monotonic()
             for run_id in flagged:
-                task = self.active.get(run_id)
-                if task is None:  # it ended meanwhile, perhaps in a chain that moved on
+                task, slot = self.active.get(run_id), self._direct.get(run_id)
+                if task is None and slot is None:  # it ended meanwhile, or its chain moved on
                     continue
                 first = self._cancel_seen.setdefault(run_id, now)
-                if now - first >= self.grace:
+                if now - first < self.grace:
+                    continue
+                if task is not None:
                     task.cancel()
+                elif slot is not None:
+                    await self._give_up(slot, run_id)
+
+    async def _give_up(self, slot: _Slot, run_id: str) -> None:
+        """A sync run in a pool thread, still going after the grace period: recorded
+        cancelled, which fences the thread's further writes, and its slot freed, as a task's
+        cancellation does; the thread itself stops at its next checkpoint."""
+        with self._moving:
+            if slot.abandoned or slot.run.run_id != run_id:  # its chain has moved on
+                return
+            slot.abandoned = True
+            run = slot.run
+            self._direct.pop(run.run_id, None)
+        self._room_left()
+        await self.app.in_thread(self.app.workflows.end, run, RunStatus.CANCELLED, error=CANCELLED)
+        self._wake.set()
 
     def _cancelling(self) -> set[str]:
         return self.app.store.cancelling_runs(f"{self.holder}/")
