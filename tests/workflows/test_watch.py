@@ -321,3 +321,124 @@ def test_runs_claimed_by_notifications_and_by_the_loop_never_exceed_the_slots(
         assert peak[0] == 3, f"{peak[0]} runs went at once in three slots"
     finally:
         app.close()
+
+
+def _claims_counted(app: App) -> list[int]:
+    """Count the claims the worker makes by themselves (not in the statement ending a run):
+    the number of runs each one took."""
+    claims: list[int] = []
+    claim_runs = app.store.claim_runs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        claimed = claim_runs(*args, **kwargs)
+        claims.append(len(claimed))
+        return claimed
+
+    app.store.claim_runs = counted  # type: ignore[method-assign]
+    return claims
+
+
+async def _wait_done(app: App, count: int, seconds: float = 10) -> None:
+    give_up = time.monotonic() + seconds
+    while len([r for r in app.store.list_runs(limit=50) if r.status.terminal]) < count:
+        assert time.monotonic() < give_up, "the runs did not all finish"
+        await asyncio.sleep(0.02)
+
+
+def test_runs_queued_while_a_chain_keeps_looking_are_left_to_it(pg_url: str) -> None:
+    """A worker of four slots whose run has just ended and looked for the next: five runs
+    queued while its next run executes are not claimed beside it, within ``claim_delay``,
+    but taken one after another by that run's end, in one chain: one run at a time, and
+    no claim but the two the idle worker made."""
+    app = App(pg_url)
+    claims = _claims_counted(app)
+    going, peak = [0], [0]
+    first = threading.Event()
+
+    @app.workflow("step")
+    def step(n: int) -> int:
+        first.set()
+        going[0] += 1
+        peak[0] = max(peak[0], going[0])
+        time.sleep(0.1)
+        going[0] -= 1
+        return n
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        worker = app.run_worker(concurrency=4, poll_interval="30s", claim_delay="3s")
+        running = asyncio.create_task(worker.run(stop))
+        await asyncio.sleep(0.5)
+        await app.in_thread(app.submit_run, "step", 0)
+        await _wait_done(app, 1)  # its end looked for a next run: the worker is not idle
+        first.clear()
+        await app.in_thread(app.submit_run, "step", 1)
+        assert await app.in_thread(first.wait, 5)
+        for n in range(2, 7):  # while run 1 executes
+            await app.in_thread(app.submit_run, "step", n)
+        await _wait_done(app, 7)
+        stop.set()
+        await running
+
+    try:
+        asyncio.run(main())
+        assert peak[0] == 1, f"{peak[0]} runs went at once"
+        assert sum(claims) == 2 and claims[-2:] == [1, 1], claims  # after start: two claims
+        runs = app.store.list_runs(limit=10)
+        assert sorted(r.result for r in runs) == list(range(7))
+    finally:
+        app.close()
+
+
+def test_a_run_left_to_a_chain_that_does_not_take_it_is_claimed_after_the_delay(
+    pg_url: str,
+) -> None:
+    """A run queued just after another's end looked for the next, while the worker's only
+    run in hand is a long one, is left to that run for ``claim_delay`` (0.3 s) and then
+    claimed: it starts within a second, not at the next poll 30 s on."""
+    app = App(pg_url)
+    release = threading.Event()
+    started: dict[int, float] = {}
+
+    @app.workflow("quick")
+    def quick(n: int) -> int:
+        started[n] = time.monotonic()
+        return n
+
+    @app.workflow("long")
+    def long(n: int) -> int:
+        started[n] = time.monotonic()
+        release.wait(30)
+        return n
+
+    async def main() -> float:
+        stop = asyncio.Event()
+        worker = app.run_worker(concurrency=4, poll_interval="30s", claim_delay="0.3s")
+        running = asyncio.create_task(worker.run(stop))
+        try:
+            await asyncio.sleep(0.5)
+            await app.in_thread(app.submit_run, "quick", 1)
+            await _wait_done(app, 1)  # its end looked, and found nothing
+            await app.in_thread(app.submit_run, "long", 2)
+            while 2 not in started:
+                assert not release.is_set()
+                await asyncio.sleep(0.005)
+            return await start_delay_of(app, started, 3)
+        finally:
+            release.set()
+            stop.set()
+            await running
+
+    async def start_delay_of(app: App, started: dict[int, float], n: int) -> float:
+        submitted = time.monotonic()
+        await app.in_thread(app.submit_run, "quick", n)
+        while n not in started:
+            assert time.monotonic() - submitted < 5, "the run waited for the poll"
+            await asyncio.sleep(0.005)
+        return started[n] - submitted
+
+    try:
+        took = asyncio.run(main())
+        assert 0.2 < took < 1.0, f"started after {took:.3f}s"
+    finally:
+        app.close()
