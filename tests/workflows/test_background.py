@@ -29,6 +29,21 @@ def background_app(url: str) -> App:
     return App(url, run_lease="2s", run_retry="50ms")
 
 
+def counting_claims(app: App) -> list[int]:
+    """The claims the app's workers make by themselves (not in the statement ending a run),
+    as they happen: the number of runs each one took."""
+    claims: list[int] = []
+    claim_runs = app.store.claim_runs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        claimed = claim_runs(*args, **kwargs)
+        claims.append(len(claimed))
+        return claimed
+
+    app.store.claim_runs = counted  # type: ignore[method-assign]
+    return claims
+
+
 def drain(app: App, run_ids: list[str], *, seconds: float = 30, **options: Any) -> float:
     """Run a RunWorker here until every run in ``run_ids`` has ended; the seconds it took."""
     settings = {"concurrency": 4, "poll_interval": "50ms", "grace": "1s", **options}
@@ -606,15 +621,7 @@ def test_a_worker_does_not_look_again_for_runs_the_statement_ending_a_run_looked
     submit wakes it to claim once, and each run's end looks for the next in its own
     statement, so no claim comes back empty but the one at start."""
     app = background_app(db_url)
-    claims: list[int] = []
-    claim_runs = app.store.claim_runs
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        claimed = claim_runs(*args, **kwargs)
-        claims.append(len(claimed))
-        return claimed
-
-    app.store.claim_runs = counted  # type: ignore[method-assign]
+    claims = counting_claims(app)
 
     @app.workflow("quick")
     def quick(n: int) -> int:

@@ -18,6 +18,8 @@ from longcall import App, RunStatus
 from longcall.store.pg_listen import Watch
 from longcall.store.runs import RUNS_CHANNEL
 
+from .test_background import counting_claims
+
 pytestmark = pytest.mark.postgres
 
 
@@ -323,21 +325,6 @@ def test_runs_claimed_by_notifications_and_by_the_loop_never_exceed_the_slots(
         app.close()
 
 
-def _claims_counted(app: App) -> list[int]:
-    """Count the claims the worker makes by themselves (not in the statement ending a run):
-    the number of runs each one took."""
-    claims: list[int] = []
-    claim_runs = app.store.claim_runs
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        claimed = claim_runs(*args, **kwargs)
-        claims.append(len(claimed))
-        return claimed
-
-    app.store.claim_runs = counted  # type: ignore[method-assign]
-    return claims
-
-
 async def _wait_done(app: App, count: int, seconds: float = 10) -> None:
     give_up = time.monotonic() + seconds
     while len([r for r in app.store.list_runs(limit=50) if r.status.terminal]) < count:
@@ -351,7 +338,7 @@ def test_runs_queued_while_a_chain_keeps_looking_are_left_to_it(pg_url: str) -> 
     but taken one after another by that run's end, in one chain: one run at a time, and
     no claim but the two the idle worker made."""
     app = App(pg_url)
-    claims = _claims_counted(app)
+    claims = counting_claims(app)
     going, peak = [0], [0]
     first = threading.Event()
 
