@@ -189,5 +189,6 @@ RETURNING *;
 
 -- name: cancelling_runs
 SELECT run_id FROM lc_runs
-WHERE holder LIKE %(pattern)s ESCAPE '\' AND status = 'running' AND cancel_requested;
+WHERE holder LIKE %(pattern)s ESCAPE '\' AND status = 'running' AND cancel_requested
+  AND lease_expires_at IS NOT NULL;  -- the leased runs' index
 

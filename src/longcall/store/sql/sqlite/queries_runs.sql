@@ -158,5 +158,6 @@ RETURNING *;
 
 -- name: cancelling_runs
 SELECT run_id FROM lc_runs
-WHERE holder LIKE :pattern ESCAPE '\' AND status = 'running' AND cancel_requested = 1;
+WHERE holder LIKE :pattern ESCAPE '\' AND status = 'running' AND cancel_requested = 1
+  AND lease_expires_at IS NOT NULL;  -- the leased runs' index
 

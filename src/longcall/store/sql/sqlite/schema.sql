@@ -171,7 +171,9 @@ CREATE TABLE lc_runs (
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
-CREATE INDEX lc_runs_leased ON lc_runs (lease_expires_at) WHERE status = 'running';
+-- Its lease condition (schema 5) keeps statements that find a running run by id off it.
+CREATE INDEX lc_runs_leased ON lc_runs (lease_expires_at)
+    WHERE status = 'running' AND lease_expires_at IS NOT NULL;
 CREATE INDEX lc_runs_created ON lc_runs (created_at, run_id);
 -- Runs that share a concurrency key (a 'queue' schedule's) start one at a time, in order.
 CREATE INDEX lc_runs_key ON lc_runs (concurrency_key, created_at) WHERE concurrency_key IS NOT NULL;
