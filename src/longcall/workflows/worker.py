@@ -256,9 +256,7 @@ class RunWorker:
             try:
                 self.app.call_in_thread(self._execute_directly, held, slot)
             except RuntimeError:  # the app is closing: the run's lease runs out, others take it
-                with self._moving:
-                    slot.abandoned = True
-                    self._direct.pop(slot.run.run_id, None)
+                self._free_direct(slot)
         if chained:
             self._execute_directly(*chained[0])
 
@@ -268,15 +266,23 @@ class RunWorker:
         except Exception:
             log.exception("executing run %s failed", slot.run.run_id)
         finally:
+            self._free_direct(slot)  # unless the cancel watcher has given it up already
             with self._moving:
-                if not slot.abandoned:  # else the cancel watcher has given the slot up
-                    slot.abandoned = True
-                    self._direct.pop(slot.run.run_id, None)
                 self.executed += 1 + slot.chained
             self._cancel_seen.pop(slot.run.run_id, None)
         self._room_left()
         if not (slot.claim is not None and slot.claim.looked):
             self._wake_soon()
+
+    def _free_direct(self, slot: _Slot, run_id: str | None = None) -> Run | None:
+        """Give up a slot a notification started, once: the run it held, or None when it
+        was given up already (or, with ``run_id``, its chain has moved on to another run)."""
+        with self._moving:
+            if slot.abandoned or run_id not in (None, slot.run.run_id):
+                return None
+            slot.abandoned = True
+            self._direct.pop(slot.run.run_id, None)
+            return slot.run
 
     def _defer(self) -> None:
         """Leave a queued run to the chains in hand, which look for their next run as each
@@ -464,12 +470,9 @@ class RunWorker:
         """A sync run in a pool thread, still going after the grace period: recorded
         cancelled, which fences the thread's further writes, and its slot freed, as a task's
         cancellation does; the thread itself stops at its next checkpoint."""
-        with self._moving:
-            if slot.abandoned or slot.run.run_id != run_id:  # its chain has moved on
-                return
-            slot.abandoned = True
-            run = slot.run
-            self._direct.pop(run.run_id, None)
+        run = self._free_direct(slot, run_id)
+        if run is None:
+            return
         self._room_left()
         await self.app.in_thread(self.app.workflows.end, run, RunStatus.CANCELLED, error=CANCELLED)
         self._wake.set()
