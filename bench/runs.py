@@ -38,8 +38,9 @@ The 2x target is judged in both shapes, each against the faster procrastinate sh
                  more only at its next poll) and a poll a second; a poll takes every queued
                  workflow and runs them on DBOS's thread pool. (Polling every 0.1 or 0.02 s
                  measured the same.)
-- raw            the baseline: longcall's own SQL (``insert_run``, ``claim_runs``,
-                 ``insert_step``, and ``claim_runs`` ending the run and claiming the next)
+- raw            the baseline: longcall's own SQL (``insert_run``, ``claim_runs``, and
+                 ``claim_runs`` ending the run, with its task's checkpoint, and claiming the
+                 next)
                  sent by psycopg alone, no longcall code in the way, on longcall's schema.
                  4 processes of 4 threads, a connection each; each process LISTENs and a
                  NOTIFY wakes one of its waiting threads (every process hears every NOTIFY:
@@ -184,6 +185,8 @@ def runs_channel() -> str:
 
 # claim_runs's parameters for ending nothing first (as longcall's store passes them).
 RAW_NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
+RAW_STEP = ("position", "name", "args_hash", "result", "changes", "attempts", "started_at")
+RAW_NO_END |= dict.fromkeys(f"step_{name}" for name in (*RAW_STEP, "finished_at"))
 
 
 # -- worker processes -----------------------------------------------------------------
@@ -229,9 +232,10 @@ def procrastinate_worker(url: str, marks: Path, concurrency: int) -> None:
 
 
 def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
-    """longcall's SQL for one run, driven by psycopg alone: claim, checkpoint, end (which
-    claims the next run, as longcall's does). ``concurrency`` threads, a connection each;
-    a listener thread wakes one waiting thread per NOTIFY; a thread waits at most 1 s."""
+    """longcall's SQL for one run, driven by psycopg alone: claim, then end with the task's
+    checkpoint (which claims the next run, as longcall's does). ``concurrency`` threads, a
+    connection each; a listener thread wakes one waiting thread per NOTIFY; a thread waits at
+    most 1 s."""
     import threading
 
     import psycopg
@@ -265,23 +269,16 @@ def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
             while claimed:
                 run = claimed[0]
                 i = run["input"]
+                started = time.time()
                 _mark(marks, i)  # the task's body
-                step = {
-                    "run_id": run["run_id"],
-                    "holder": holder,
-                    "position": 1,
-                    "name": "noop",
-                    "args_hash": "-",
-                    "ok": True,
-                    "result": json.dumps({"i": i}),
-                    "changes": "[]",
-                    "attempts": 1,
-                    "started_at": time.time(),
-                    "now": None,
-                }
-                conn.execute(q["insert_step"], step).fetchall()
+                # Its checkpoint is written by the statement that ends the run, as longcall's
+                # sync runs do.
                 ended = {"end_run_id": run["run_id"], "end_holder": holder}
                 ended |= {"status": "completed", "result": json.dumps(i), "state": "{}"}
+                ended |= {"step_position": 1, "step_name": "noop", "step_args_hash": "-"}
+                ended |= {"step_result": json.dumps({"i": i}), "step_changes": "[]"}
+                ended |= {"step_attempts": 1, "step_started_at": started}
+                ended |= {"step_finished_at": time.time()}
                 holder, claimed = claim(**ended)
             with wake:
                 wake.wait(1.0)

@@ -67,6 +67,7 @@ class App:
         session_lease: str | float = "60s",
         run_lease: str | float = "60s",
         run_retry: str | float = "1s",
+        checkpoint_delay: str | float = "20ms",
         threads: int = 8,
         store: Store | None = None,
     ) -> None:
@@ -89,7 +90,10 @@ class App:
         # A run's holder renews its lease every third of it; a holder that dies loses the run
         # to whoever continues it once the lease has run out.
         self.workflows = Workflows(
-            self, lease=parse_duration(run_lease), retry_base=parse_duration(run_retry)
+            self,
+            lease=parse_duration(run_lease),
+            retry_base=parse_duration(run_retry),
+            checkpoint_delay=parse_duration(checkpoint_delay),
         )
         from longcall.workflows.cron import Crons
 
@@ -127,6 +131,7 @@ class App:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self.workflows.heartbeat.close()
+        self.workflows.late_checkpoints.close()
         self.store.close()
 
     def __enter__(self) -> App:

@@ -170,8 +170,56 @@ class NextClaim:
     looked: bool = False
 
 
-# claim_runs's parameters for ending nothing first.
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A task call's checkpoint (whether it succeeded aside). One that succeeded may be held
+    back to be written with what the run records next: its end, usually (one commit, not two)."""
+
+    position: int
+    name: str
+    args_hash: str
+    result: Any
+    changes: list[tuple[str, Any]]
+    attempts: int
+    started_at: float
+    finished_at: float
+
+    def params(self) -> dict[str, Any]:
+        """end_run's and claim_runs's ``step_*`` parameters."""
+        return {
+            "step_position": self.position,
+            "step_name": self.name,
+            "step_args_hash": self.args_hash,
+            "step_result": dumps(self.result),
+            "step_changes": dumps(self.changes),
+            "step_attempts": self.attempts,
+            "step_started_at": self.started_at,
+            "step_finished_at": self.finished_at,
+        }
+
+    def insert(self, tx: Tx, run_id: str, holder: str) -> bool:
+        """Write it in ``tx`` (insert_step); False when the run is no longer ``holder``'s."""
+        row = tx.one(
+            "insert_step",
+            run_id=run_id,
+            holder=holder,
+            position=self.position,
+            name=self.name,
+            args_hash=self.args_hash,
+            ok=True,
+            result=dumps(self.result),
+            changes=dumps(self.changes),
+            attempts=self.attempts,
+            started_at=self.started_at,
+            now=self.finished_at,
+        )
+        return row is not None
+
+
+# end_run's and claim_runs's parameters for writing no checkpoint, and for ending nothing.
+_NO_STEP = dict.fromkeys(Checkpoint(0, "", "", None, [], 0, 0.0, 0.0).params())
 _NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
+_NO_END |= _NO_STEP
 
 # The error a cancelled run ends with, wherever it was when it was cancelled.
 CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
@@ -182,6 +230,10 @@ RUNS_CHANNEL = "longcall_runs"
 
 class RunOps(StoreCore):
     """Workflow runs; part of :class:`~longcall.store.Store`."""
+
+    # Whether the single statement that ends a run can write its last checkpoint too; where
+    # it cannot, a checkpoint is not held back (each is committed as its task returns).
+    merges_checkpoints = False
 
     def create_run(
         self,
@@ -292,12 +344,17 @@ class RunOps(StoreCore):
                 claimed.append((run, [], {}))
         return claimed
 
-    def retry_run(self, run_id: str, holder: str, *, error: Any, delay: float) -> Run | None:
+    def retry_run(
+        self, run_id: str, holder: str, *, error: Any, delay: float, step: Checkpoint | None = None
+    ) -> Run | None:
         """Put a failed attempt back in the queue after ``delay`` seconds; its completed
-        checkpoints stay, its failed ones go (so those tasks run again)."""
+        checkpoints stay (``step`` written first), its failed ones go (so those tasks run
+        again)."""
         now = self._now()
 
         def work(tx: Tx) -> Run | None:
+            if step is not None and not step.insert(tx, run_id, holder):
+                return None
             row = tx.one(
                 "retry_run", run_id=run_id, holder=holder, error=dumps(error), delay=delay, now=now
             )
@@ -372,13 +429,16 @@ class RunOps(StoreCore):
         consumed: Sequence[str] = (),
         for_job: bool = True,
         then_claim: NextClaim | None = None,
+        step: Checkpoint | None = None,
     ) -> Run | None:
         """Record where the run stands, with the interrupts it asked (key, prompt, schema,
-        error) and the answers it consumed; None when the run is no longer ours.
+        error) and the answers it consumed, and its last checkpoint (``step``) if held back;
+        None when the run is no longer ours.
 
         ``for_job=False`` says the run does no job's work; then, with nothing asked or
-        consumed, the end is a single statement, which also makes ``then_claim``'s claim
-        once the end is recorded."""
+        consumed, the end is a single statement (its checkpoint included, where the store
+        :attr:`merges_checkpoints`), which also makes ``then_claim``'s claim once the end is
+        recorded."""
         now = self._now()
         params = {
             "run_id": run_id,
@@ -388,8 +448,14 @@ class RunOps(StoreCore):
             "error": None if error is None else dumps(error),
             "state": dumps(state),
             "now": now,
+            **_NO_STEP,
         }
-        if not for_job and not asked and not consumed:
+        single = not for_job and not asked and not consumed
+        if single and step is not None and self.merges_checkpoints:
+            params |= step.params()
+        elif step is not None:
+            single = False  # written in the end's transaction, before it
+        if single:
             if then_claim is None or not then_claim.wanted():
                 rows = self._statement("end_run", **params)
                 return run_from_row(rows[0]) if rows else None
@@ -410,6 +476,8 @@ class RunOps(StoreCore):
             return done[0] if done else None
 
         def work(tx: Tx) -> Run | None:
+            if step is not None and not step.insert(tx, run_id, holder):
+                return None
             for key, prompt, schema, problem in asked:
                 tx.run(
                     "ask_interrupt",

@@ -3,7 +3,9 @@
 A run executes its workflow body from the top every time (first run, resume, recovery).
 Each task call takes the next *position* when it is called; a position with a checkpoint is
 skipped and answers with the recorded result, so only work that never finished runs again.
-A checkpoint is committed before the call returns. A recorded call that does not match the
+A checkpoint is committed before the call returns, or, for a sync run on PostgreSQL, held
+back to be committed with what the run records next, its end most often (see checkpoints.py);
+either way before the next task call starts. A recorded call that does not match the
 new one (another task, other arguments) is a :class:`NonDeterminismError` and fails the run,
 even if the workflow catches it: going on would hand it a result meant for another call.
 """
@@ -19,6 +21,7 @@ import json
 import logging
 import random
 import re
+import threading
 import time
 import typing
 from collections.abc import Awaitable, Callable, Generator
@@ -30,7 +33,7 @@ from pydantic_core import to_jsonable_python
 
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.jobs import parse_duration
-from longcall.store.runs import Interrupt, Run, Step
+from longcall.store.runs import Checkpoint, Interrupt, Run, Step
 from longcall.workflows.state import State
 
 if TYPE_CHECKING:
@@ -149,6 +152,8 @@ class TaskContext:
     @property
     def cancelled(self) -> bool:
         """True once the run has been asked to stop: finish up, the next task call ends it."""
+        # A task call's checkpoint is what tells the run; one held back is written now.
+        self._exe.write_held_back()
         return self._exe.cancel_seen
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -182,6 +187,7 @@ class TaskContext:
         else:
             origin = f"t{frame.position}.a{frame.attempt}.{frame.emits}"
             frame.emits += 1
+        exe.write_held_back()  # the log never shows what a lost checkpoint would run again
         exe.app.store.emit_run_event(exe.run.run_id, origin, kind, to_jsonable_python(data))
 
     def interrupt(self, prompt: str, *, schema: Any = None) -> Any:
@@ -238,6 +244,7 @@ class Execution:
         steps: list[Step],
         interrupts: dict[str, Interrupt],
         is_async: bool,
+        holds_back: bool = False,
     ) -> None:
         self.app = app
         self.run = run
@@ -259,6 +266,11 @@ class Execution:
         self._applied = 0  # positions whose state changes are applied, in order
         self.ctx = TaskContext(self)
         self._renew_at = time.monotonic() + lease / 3
+        # The last task call's checkpoint, not yet written (``holds_back``): the run's end
+        # writes it, or the next thing the run records, or the app's late writer.
+        self.holds_back = holds_back
+        self.held_back: Checkpoint | None = None
+        self._writing = threading.Lock()  # a checkpoint is written once, and waited for
 
     # -- holding the run (the app's heartbeat renews the lease; see leases.py) -------------
 
@@ -279,6 +291,7 @@ class Execution:
 
     def check_in(self) -> None:
         """At a task call: stop if the run was lost or cancelled."""
+        self.write_held_back()  # the previous call's, before this one does anything
         if time.monotonic() >= self._renew_at:  # the heartbeat is late: renew here
             self.renew()
         if self.lost:
@@ -331,25 +344,57 @@ class Execution:
         started: float,
     ) -> None:
         changes = frame.local.take_changes() if frame.local is not None and ok else []
+        step = Checkpoint(
+            position, name, digest, result, changes, frame.attempt, started, time.time()
+        )
+        if ok and self.holds_back:
+            with self._writing:
+                if self.held_back is not None:  # tasks called at once, from threads
+                    self._write(self.held_back)
+                self.held_back = step
+            self.app.workflows.late_checkpoints.held(self)
+        elif not self._record(step, ok):
+            raise Lost()
+        self.settle(position, frame.updates if ok else [], replayed=False)
+
+    def write_held_back(self) -> None:
+        """Write the checkpoint held back, if any; a caller arriving meanwhile waits for it.
+        What the write learns (the run lost, or being cancelled) the next task call acts on."""
+        with self._writing:
+            if self.held_back is not None:
+                self._write(self.held_back)
+
+    def _write(self, step: Checkpoint) -> None:
+        # With ``_writing`` held; ``step`` stays held back if the write fails.
+        self._record(step, True)
+        self.held_back = None
+
+    def _record(self, step: Checkpoint, ok: bool) -> bool:
+        """Commit the checkpoint; False when the run is no longer ours."""
         written, cancelling = self.app.store.record_step(
             self.run.run_id,
             self.holder,
-            position,
-            name=name,
-            args_hash=digest,
+            step.position,
+            name=step.name,
+            args_hash=step.args_hash,
             ok=ok,
-            result=result,
-            changes=changes,
-            attempts=frame.attempt,
-            started_at=started,
-            finished_at=time.time(),
+            result=step.result,
+            changes=step.changes,
+            attempts=step.attempts,
+            started_at=step.started_at,
+            finished_at=step.finished_at,
         )
         if not written:
             self.lost = True
-            raise Lost()
-        if cancelling:
+        elif cancelling:
             self.cancel_seen = True  # the next task call ends the run
-        self.settle(position, frame.updates if ok else [], replayed=False)
+        return written
+
+    def take_held_back(self) -> Checkpoint | None:
+        """The checkpoint held back, for the run's end to write (None if there is none)."""
+        with self._writing:
+            step, self.held_back = self.held_back, None
+        return step
 
 
 class Task:

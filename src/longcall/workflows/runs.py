@@ -29,6 +29,7 @@ from longcall.errors import (
 from longcall.jobs import parse_duration
 from longcall.store.runs import (
     CANCELLED,
+    Checkpoint,
     Held,
     Interrupt,
     NextClaim,
@@ -37,6 +38,7 @@ from longcall.store.runs import (
     RunStatus,
     Step,
 )
+from longcall.workflows.checkpoints import LateCheckpoints
 from longcall.workflows.engine import (
     KEY,
     Cancelled,
@@ -149,7 +151,13 @@ class Workflows:
     """The workflows and tasks of one App, and the runs of them."""
 
     def __init__(
-        self, app: App, *, lease: float, retry_base: float = 1.0, retry_cap: float = 300.0
+        self,
+        app: App,
+        *,
+        lease: float,
+        retry_base: float = 1.0,
+        retry_cap: float = 300.0,
+        checkpoint_delay: float = 0.02,
     ) -> None:
         self.app = app
         self.lease = lease
@@ -158,6 +166,9 @@ class Workflows:
         self.registry: dict[str, Workflow] = {}
         self.tasks: dict[str, Task] = {}
         self.heartbeat = Heartbeat(app.store, lease)
+        # Sync runs hold their last checkpoint back for their end to write, up to this long
+        # (where the store can write both in one statement); 0 writes each at once.
+        self.late_checkpoints = LateCheckpoints(checkpoint_delay)
 
     # -- registration ---------------------------------------------------------------------
 
@@ -231,6 +242,11 @@ class Workflows:
             steps=steps,
             interrupts=interrupts,
             is_async=wf.is_async,
+            holds_back=(
+                not wf.is_async
+                and self.late_checkpoints.delay > 0
+                and self.app.store.merges_checkpoints
+            ),
         )
 
     def execute(self, held: Held, *, then_claim: NextClaim | None = None) -> Run:
@@ -308,7 +324,8 @@ class Workflows:
     ) -> Run:
         status, result, error = outcome
         store = self.app.store
-        if status is RunStatus.RUNNING or exe.lost:
+        step = exe.take_held_back()
+        if status is RunStatus.RUNNING or exe.lost:  # not ours: its checkpoint is dropped too
             return store.get_run(exe.run.run_id)
         return self.end(
             exe.run,
@@ -319,6 +336,7 @@ class Workflows:
             asked=exe.asked,
             consumed=exe.consumed,
             then_claim=then_claim,
+            step=step,
         )
 
     def end(
@@ -332,9 +350,11 @@ class Workflows:
         asked: Sequence[tuple[str, str, dict[str, Any] | None, Any]] = (),
         consumed: Sequence[str] = (),
         then_claim: NextClaim | None = None,
+        step: Checkpoint | None = None,
     ) -> Run:
-        """Record how an execution ended; a failed attempt with retries left goes back to
-        the queue instead (resuming from its checkpoints)."""
+        """Record how an execution ended, with its last checkpoint (``step``) if it held it
+        back; a failed attempt with retries left goes back to the queue instead (resuming
+        from its checkpoints)."""
         store = self.app.store
         assert run.holder is not None
         if error is not None:
@@ -346,7 +366,11 @@ class Workflows:
             and error["type"] not in NOT_RETRIED
         ):
             retried = store.retry_run(
-                run.run_id, run.holder, error=error, delay=self.backoff(run.attempts + 1)
+                run.run_id,
+                run.holder,
+                error=error,
+                delay=self.backoff(run.attempts + 1),
+                step=step,
             )
             return retried or store.get_run(run.run_id)
         ended = store.end_run(
@@ -360,6 +384,7 @@ class Workflows:
             consumed=consumed,
             for_job=run.job_id is not None,
             then_claim=then_claim,
+            step=step,
         )
         return ended or store.get_run(run.run_id)
 

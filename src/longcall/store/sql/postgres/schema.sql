@@ -186,7 +186,7 @@ CREATE INDEX lc_runs_created ON lc_runs (created_at, run_id);
 CREATE INDEX lc_runs_key ON lc_runs (concurrency_key, created_at) WHERE concurrency_key IS NOT NULL;
 CREATE INDEX lc_runs_cron ON lc_runs (cron_id, status) WHERE cron_id IS NOT NULL;
 
--- One row per task call, committed before the call returns: the run's checkpoints.
+-- One row per task call, committed before the next call starts (see engine.py): the checkpoints.
 CREATE TABLE lc_run_steps (
     run_id      TEXT NOT NULL REFERENCES lc_runs (run_id) ON DELETE CASCADE,
     position    INTEGER NOT NULL,

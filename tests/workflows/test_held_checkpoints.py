@@ -1,0 +1,240 @@
+"""A sync run on PostgreSQL holds its last task call's checkpoint back and writes it with
+its end: one commit fewer per run. It is still written before the next task call's body, by
+a retry, a wait for input or a read of ``ctx.cancelled``, and within the checkpoint delay
+when the run goes on without recording anything; never by an execution that lost the run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from longcall import App, RunStatus, TaskContext
+
+from .test_background import drain
+
+
+def counting_writes(app: App) -> list[str]:
+    """The checkpoints the app writes by themselves (not with the run's end), by task name."""
+    written: list[str] = []
+    record_step = app.store.record_step
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        written.append(kwargs["name"])
+        return record_step(*args, **kwargs)
+
+    app.store.record_step = counted  # type: ignore[method-assign]
+    return written
+
+
+def one_task_app(url: str, **options: Any) -> App:
+    app = App(url, run_lease="2s", run_retry="50ms", **options)
+
+    @app.task(name="double")
+    def double(n: int) -> int:
+        return n * 2
+
+    @app.workflow("once")
+    def once(n: int) -> int:
+        return int(double(n)) + 1
+
+    return app
+
+
+def test_a_one_task_run_writes_its_checkpoint_with_its_end(db_url: str) -> None:
+    """Executed here and by a worker (whose end also claims the next run): the checkpoint
+    is there afterwards, complete; on PostgreSQL no statement of its own wrote it, on SQLite
+    (whose end statement cannot) one did, as the task returned."""
+    app = one_task_app(db_url)
+    written = counting_writes(app)
+    try:
+        here = app.run_workflow("once", 1)
+        queued = [app.submit_run("once", n)[0].run_id for n in range(2, 6)]
+        drain(app, queued, concurrency=2)
+        for run_id, n in zip([here.run_id, *queued], range(1, 6), strict=True):
+            details = app.get_run(run_id)
+            assert details.status is RunStatus.COMPLETED
+            assert details.run.result == n * 2 + 1
+            [step] = details.steps
+            assert (step.position, step.name, step.ok, step.result) == (1, "double", True, n * 2)
+            assert step.attempts == 1
+            assert step.started_at <= step.finished_at <= details.run.finished_at
+        assert written == ([] if db_url.startswith("postgres") else ["double"] * 5)
+    finally:
+        app.close()
+
+
+def test_the_next_task_call_finds_the_checkpoint_before_it_starts(pg_url: str) -> None:
+    """The second task's body reads the store: the first call's checkpoint is committed."""
+    app = App(pg_url, checkpoint_delay="60s")  # only the next call writes it
+    seen: list[list[str]] = []
+
+    @app.task(name="first")
+    def first() -> str:
+        return "a"
+
+    @app.task(name="second")
+    def second(ctx: TaskContext) -> str:
+        seen.append([s.name for s in app.get_run(ctx.run_id).steps])
+        return "b"
+
+    @app.workflow("pair")
+    def pair() -> str:
+        return str(first()) + str(second())
+
+    try:
+        run = app.run_workflow("pair")
+        assert run.result == "ab"
+        assert seen == [["first"]]
+        assert [s.name for s in app.get_run(run.run_id).steps] == ["first", "second"]
+    finally:
+        app.close()
+
+
+def test_a_run_that_goes_on_after_its_task_has_the_checkpoint_written_within_the_delay(
+    pg_url: str,
+) -> None:
+    """After its task the workflow computes for a long while: the checkpoint is committed
+    within the delay (20 ms by default), not left to the run's end."""
+    app = one_task_app(pg_url)
+    release = threading.Event()
+
+    @app.workflow("slow_after")
+    def slow_after(n: int) -> int:
+        value = app.workflows.tasks["double"](n)
+        release.wait(30)
+        return int(value)
+
+    outcome: list[Any] = []
+    executing = threading.Thread(target=lambda: outcome.append(app.run_workflow("slow_after", 4)))
+    executing.start()
+    try:
+        give_up = time.monotonic() + 10
+        while not (app.store.list_runs() and app.get_run(app.store.list_runs()[0].run_id).steps):
+            assert time.monotonic() < give_up, "no checkpoint while the run went on"
+            time.sleep(0.01)
+        details = app.get_run(app.store.list_runs()[0].run_id)
+        assert details.status is RunStatus.RUNNING
+        assert [(s.name, s.result) for s in details.steps] == [("double", 8)]
+        release.set()
+        executing.join(30)
+        assert outcome[0].status is RunStatus.COMPLETED
+        assert len(app.get_run(outcome[0].run_id).steps) == 1
+    finally:
+        release.set()
+        app.close()
+
+
+def test_an_execution_that_lost_its_run_does_not_write_the_checkpoint_it_held(
+    pg_url: str,
+) -> None:
+    """The run is taken over while its workflow goes on after the task: the statement that
+    would end it writes neither the end nor the checkpoint held back."""
+    app = one_task_app(pg_url, checkpoint_delay="60s")
+    release = threading.Event()
+
+    @app.workflow("stolen")
+    def stolen(n: int) -> int:
+        value = app.workflows.tasks["double"](n)
+        release.wait(30)
+        return int(value)
+
+    outcome: list[Any] = []
+    executing = threading.Thread(target=lambda: outcome.append(app.run_workflow("stolen", 3)))
+    executing.start()
+    try:
+        give_up = time.monotonic() + 10
+        while not app.store.list_runs():
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        run_id = app.store.list_runs()[0].run_id
+        time.sleep(0.2)  # the task has returned; its checkpoint is held back
+        assert app.get_run(run_id).steps == []
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("UPDATE lc_runs SET holder = 'another' WHERE run_id = %s", (run_id,))
+        release.set()
+        executing.join(30)
+        details = app.get_run(run_id)
+        assert (details.status, details.run.holder) == (RunStatus.RUNNING, "another")
+        assert details.steps == []
+    finally:
+        release.set()
+        app.close()
+
+
+def test_a_retried_attempt_writes_the_checkpoint_it_held_and_resumes_after_it(
+    pg_url: str,
+) -> None:
+    """The workflow fails after its task returned: the retry's statement writes the
+    checkpoint, and the next attempt does not call the task again."""
+    app = one_task_app(pg_url, checkpoint_delay="60s")
+    calls: list[int] = []
+    attempts: list[int] = []
+
+    @app.task(name="counted")
+    def counted(n: int) -> int:
+        calls.append(n)
+        return n
+
+    @app.workflow("flaky")
+    def flaky(n: int) -> int:
+        value = int(counted(n))
+        attempts.append(n)
+        if len(attempts) == 1:
+            raise RuntimeError("the first attempt fails after its task")
+        return value
+
+    try:
+        run, _ = app.submit_run("flaky", 9, max_retries=1)
+        drain(app, [run.run_id])
+        details = app.get_run(run.run_id)
+        assert (details.status, details.run.result) == (RunStatus.COMPLETED, 9)
+        assert calls == [9]
+        assert attempts == [9, 9]
+        assert [(s.name, s.ok) for s in details.steps] == [("counted", True)]
+    finally:
+        app.close()
+
+
+def test_a_run_that_waits_for_input_writes_the_checkpoint_it_held(pg_url: str) -> None:
+    """The task returns, then the workflow asks for input: the checkpoint is written with
+    the wait, and the resumed run does not call the task again."""
+    app = one_task_app(pg_url, checkpoint_delay="60s")
+    calls: list[int] = []
+
+    @app.task(name="prepare")
+    def prepare(n: int) -> int:
+        calls.append(n)
+        return n * 3
+
+    @app.workflow("asks")
+    def asks(n: int, ctx: TaskContext) -> int:
+        base = int(prepare(n))
+        return base + int(ctx.interrupt("how many more?", schema=int))
+
+    try:
+        waiting = app.run_workflow("asks", 2)
+        assert waiting.status is RunStatus.WAITING_INPUT
+        assert [(s.name, s.result) for s in app.get_run(waiting.run_id).steps] == [("prepare", 6)]
+        done = app.resume(waiting.run_id, {"interrupt-1": 4})
+        assert (done.status, done.result) == (RunStatus.COMPLETED, 10)
+        assert calls == [2]
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("delay", ["0s", "20ms"])
+def test_a_checkpoint_delay_of_zero_writes_each_checkpoint_as_its_task_returns(
+    pg_url: str, delay: str
+) -> None:
+    app = one_task_app(pg_url, checkpoint_delay=delay)
+    written = counting_writes(app)
+    try:
+        assert app.run_workflow("once", 5).result == 11
+        assert written == (["double"] if delay == "0s" else [])
+    finally:
+        app.close()
