@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -43,6 +44,34 @@ def one_task_app(url: str, **options: Any) -> App:
         return int(double(n)) + 1
 
     return app
+
+
+def going_on_after_its_task(app: App, n: int) -> tuple[threading.Event, Callable[[], Any]]:
+    """Execute, in a thread, a run of "double" that then waits (its workflow going on after
+    its last task) until the event is set; the second value waits for the run's end. Returns
+    once the run exists."""
+    release = threading.Event()
+
+    @app.workflow("goes_on")
+    def goes_on(n: int) -> int:
+        value = app.workflows.tasks["double"](n)
+        release.wait(30)
+        return int(value)
+
+    outcome: list[Any] = []
+    executing = threading.Thread(target=lambda: outcome.append(app.run_workflow("goes_on", n)))
+    executing.start()
+    give_up = time.monotonic() + 10
+    while not app.store.list_runs():
+        assert time.monotonic() < give_up, "the run did not start"
+        time.sleep(0.01)
+
+    def ended() -> Any:
+        release.set()
+        executing.join(30)
+        return outcome[0]
+
+    return release, ended
 
 
 def test_a_one_task_run_writes_its_checkpoint_with_its_end(db_url: str) -> None:
@@ -101,29 +130,18 @@ def test_a_run_that_goes_on_after_its_task_has_the_checkpoint_written_within_the
     """After its task the workflow computes for a long while: the checkpoint is committed
     within the delay (20 ms by default), not left to the run's end."""
     app = one_task_app(pg_url)
-    release = threading.Event()
-
-    @app.workflow("slow_after")
-    def slow_after(n: int) -> int:
-        value = app.workflows.tasks["double"](n)
-        release.wait(30)
-        return int(value)
-
-    outcome: list[Any] = []
-    executing = threading.Thread(target=lambda: outcome.append(app.run_workflow("slow_after", 4)))
-    executing.start()
+    release, ended = going_on_after_its_task(app, 4)
     try:
+        run_id = app.store.list_runs()[0].run_id
         give_up = time.monotonic() + 10
-        while not (app.store.list_runs() and app.get_run(app.store.list_runs()[0].run_id).steps):
+        while not app.get_run(run_id).steps:
             assert time.monotonic() < give_up, "no checkpoint while the run went on"
             time.sleep(0.01)
-        details = app.get_run(app.store.list_runs()[0].run_id)
+        details = app.get_run(run_id)
         assert details.status is RunStatus.RUNNING
         assert [(s.name, s.result) for s in details.steps] == [("double", 8)]
-        release.set()
-        executing.join(30)
-        assert outcome[0].status is RunStatus.COMPLETED
-        assert len(app.get_run(outcome[0].run_id).steps) == 1
+        assert ended().status is RunStatus.COMPLETED
+        assert len(app.get_run(run_id).steps) == 1
     finally:
         release.set()
         app.close()
@@ -135,29 +153,14 @@ def test_an_execution_that_lost_its_run_does_not_write_the_checkpoint_it_held(
     """The run is taken over while its workflow goes on after the task: the statement that
     would end it writes neither the end nor the checkpoint held back."""
     app = one_task_app(pg_url, checkpoint_delay="60s")
-    release = threading.Event()
-
-    @app.workflow("stolen")
-    def stolen(n: int) -> int:
-        value = app.workflows.tasks["double"](n)
-        release.wait(30)
-        return int(value)
-
-    outcome: list[Any] = []
-    executing = threading.Thread(target=lambda: outcome.append(app.run_workflow("stolen", 3)))
-    executing.start()
+    release, ended = going_on_after_its_task(app, 3)
     try:
-        give_up = time.monotonic() + 10
-        while not app.store.list_runs():
-            assert time.monotonic() < give_up
-            time.sleep(0.01)
         run_id = app.store.list_runs()[0].run_id
         time.sleep(0.2)  # the task has returned; its checkpoint is held back
         assert app.get_run(run_id).steps == []
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("UPDATE lc_runs SET holder = 'another' WHERE run_id = %s", (run_id,))
-        release.set()
-        executing.join(30)
+        ended()
         details = app.get_run(run_id)
         assert (details.status, details.run.holder) == (RunStatus.RUNNING, "another")
         assert details.steps == []

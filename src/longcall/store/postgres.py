@@ -118,7 +118,7 @@ class PostgresStore(Store):
     """The store on PostgreSQL through a psycopg connection pool."""
 
     dialect = "postgres"
-    merges_checkpoints = True  # end_run and claim_runs write the run's last checkpoint too
+    merges_checkpoints = True  # claim_runs, ending a run, writes its last checkpoint too
 
     def __init__(
         self,

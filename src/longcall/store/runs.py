@@ -185,7 +185,7 @@ class Checkpoint:
     finished_at: float
 
     def params(self) -> dict[str, Any]:
-        """end_run's and claim_runs's ``step_*`` parameters."""
+        """claim_runs's ``step_*`` parameters."""
         return {
             "step_position": self.position,
             "step_name": self.name,
@@ -216,7 +216,7 @@ class Checkpoint:
         return row is not None
 
 
-# end_run's and claim_runs's parameters for writing no checkpoint, and for ending nothing.
+# claim_runs's parameters for writing no checkpoint, and for ending nothing.
 _NO_STEP = dict.fromkeys(Checkpoint(0, "", "", None, [], 0, 0.0, 0.0).params())
 _NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
 _NO_END |= _NO_STEP
@@ -455,24 +455,19 @@ class RunOps(StoreCore):
             params |= step.params()
         elif step is not None:
             single = False  # written in the end's transaction, before it
+        # claim_runs ends the run, and with ``limit`` 0 claims nothing after it.
+        ending = {**params, "end_run_id": run_id, "end_holder": holder, "lease": 0.0, "limit": 0}
         if single:
-            if then_claim is None or not then_claim.wanted():
-                rows = self._statement("end_run", **params)
-                return run_from_row(rows[0]) if rows else None
-            claim = {
-                **params,
-                "end_run_id": run_id,
-                "end_holder": holder,
-                "holder": then_claim.holder,
-                "lease": then_claim.lease,
-                "limit": then_claim.limit,
-            }
-            rows = self._statement("claim_runs", **claim)
-            claimed = self._held([r for r in rows if r["kind"] == "claimed"])
-            if claimed:
-                then_claim.take(claimed)
+            claim = then_claim if then_claim is not None and then_claim.wanted() else None
+            if claim is not None:
+                ending |= {"holder": claim.holder, "lease": claim.lease, "limit": claim.limit}
+            rows = self._statement("claim_runs", **ending)
             done = [run_from_row(r) for r in rows if r["kind"] == "ended"]
-            then_claim.looked = bool(done)  # it claims only once the end is recorded
+            if claim is not None:
+                claimed = self._held([r for r in rows if r["kind"] == "claimed"])
+                if claimed:
+                    claim.take(claimed)
+                claim.looked = bool(done)  # it claims only once the end is recorded
             return done[0] if done else None
 
         def work(tx: Tx) -> Run | None:
@@ -490,10 +485,10 @@ class RunOps(StoreCore):
                 )
             for key in consumed:
                 tx.run("consume_interrupt", run_id=run_id, key=key)
-            row = tx.one("end_run", **params)
-            if row is None:
+            rows = tx.all("claim_runs", **ending)
+            if not rows:
                 return None
-            ended = run_from_row(row)
+            ended = run_from_row(rows[0])
             if ended.job_id is not None and status.terminal:
                 # The run did a long-running tool's work: its end is the job's result, in
                 # the same transaction, so neither can happen without the other.

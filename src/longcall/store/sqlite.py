@@ -10,6 +10,7 @@ is faster and still safe against a process crash, but may lose the last commits 
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import sqlite3
 import threading
@@ -40,17 +41,15 @@ class _Tx:
         return cast(Row, rows[0]) if rows else None
 
     def all(self, query: str, **params: Any) -> list[Row]:
-        return cast(list[Row], self._conn.execute(self._queries[query], params).fetchall())
+        # A query may be several statements here (SQLite has no UPDATE inside WITH): they run
+        # in order, and the rows of all of them come back.
+        rows: list[Row] = []
+        for statement in _statements(self._queries[query]):
+            rows += self._conn.execute(statement, params).fetchall()
+        return rows
 
     def run(self, query: str, **params: Any) -> int:
         return self._conn.execute(self._queries[query], params).rowcount
-
-    def each(self, statements: list[str], params: dict[str, Any]) -> list[Row]:
-        """Execute the statements in order; the rows of all of them."""
-        rows: list[Row] = []
-        for statement in statements:
-            rows += self._conn.execute(statement, params).fetchall()
-        return rows
 
 
 def split_statements(script: str) -> list[str]:
@@ -67,6 +66,11 @@ def split_statements(script: str) -> list[str]:
     ):
         raise ValueError(f"incomplete SQL statement at the end of a script: {current[:80]!r}")
     return statements
+
+
+@functools.cache
+def _statements(query: str) -> list[str]:
+    return split_statements(query + ";")
 
 
 # Writes committed together at most: enough to share one fsync among the writers of a busy
@@ -132,7 +136,6 @@ class SqliteStore(Store):
         self._queue_lock = threading.Lock()
         self._leading = False
         self._closed = False
-        self._split: dict[str, list[str]] = {}  # queries of several statements, split
 
     def _now(self) -> float:
         # One host, one clock: SQLite always compares with the time we pass.
@@ -171,14 +174,6 @@ class SqliteStore(Store):
                     conn.close()
                     raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
                 time.sleep(0.005 * (1 + random.random()))
-
-    def _statement(self, query: str, **params: Any) -> list[Row]:
-        # A query may be several statements here (SQLite has no UPDATE inside WITH): they
-        # run in one transaction, and the rows of all of them come back.
-        statements = self._split.get(query)
-        if statements is None:
-            statements = self._split[query] = split_statements(self._queries[query] + ";")
-        return self._transact(lambda tx: cast(_Tx, tx).each(statements, params))
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
         if not write:

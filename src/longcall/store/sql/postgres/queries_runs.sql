@@ -43,31 +43,6 @@ FROM jsonb_to_recordset(%(held)s::jsonb) AS h(run_id text, holder text)
 WHERE lc_runs.run_id = h.run_id AND lc_runs.holder = h.holder AND lc_runs.status = 'running'
 RETURNING lc_runs.run_id, lc_runs.holder, lc_runs.cancel_requested;
 
--- name: end_run
--- The run's holder records where it stands: completed, failed, cancelled or waiting_input;
--- with ``step_position``, the checkpoint of its last task call too (see insert_step), written
--- only if the end is.
-WITH ended AS (
-    UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb,
-                       error = %(error)s::jsonb, state = %(state)s::jsonb, holder = NULL,
-                       lease_expires_at = NULL,
-                       errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
-                                     ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
-                       updated_at = lc_now(%(now)s),
-                       finished_at = CASE WHEN %(status)s = 'waiting_input' THEN NULL
-                                          ELSE lc_now(%(now)s) END
-    WHERE run_id = %(run_id)s AND holder = %(holder)s AND status = 'running'
-    RETURNING *),
-checkpoint AS (
-    INSERT INTO lc_run_steps (run_id, position, name, args_hash, ok, result, changes,
-                              attempts, started_at, finished_at)
-    SELECT run_id, %(step_position)s, %(step_name)s, %(step_args_hash)s, TRUE,
-           %(step_result)s::jsonb, %(step_changes)s::jsonb, %(step_attempts)s,
-           %(step_started_at)s, lc_now(%(step_finished_at)s)
-    FROM ended WHERE %(step_position)s::integer IS NOT NULL
-    ON CONFLICT DO NOTHING)
-SELECT * FROM ended;
-
 -- name: run_steps
 SELECT * FROM lc_run_steps WHERE run_id = %(run_id)s ORDER BY position;
 
@@ -134,10 +109,12 @@ RETURNING *;
 -- stopped renewing its lease; they resume from their checkpoints), then queued ones, oldest
 -- first. Runs sharing a concurrency key start one at a time, in order: a run waits while
 -- another of its key is running or waiting, or an older one is queued.
--- With ``end_run_id``, the same statement first ends that run as end_run does (a worker's
--- slot refilled as its run ends: one round trip, not two) and claims only if that end was the
--- holder's to record (with its last checkpoint, as end_run writes it). Rows come back with
--- ``kind``: 'ended' or 'claimed'.
+-- With ``end_run_id``, the same statement first ends that run: the run's holder records
+-- where it stands (completed, failed, cancelled or waiting_input) and, with ``step_position``,
+-- the checkpoint of its last task call (see insert_step), written only if the end is. It then
+-- claims only if that end was the holder's to record (a worker's slot refilled as its run
+-- ends: one round trip, not two); ``limit`` 0 only ends. Rows come back with ``kind``:
+-- 'ended' or 'claimed'.
 WITH ended AS (
     UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb,
                        error = %(error)s::jsonb, state = %(state)s::jsonb, holder = NULL,

@@ -36,16 +36,6 @@ WHERE status = 'running'
                            FROM json_each(:held))
 RETURNING run_id, holder, cancel_requested;
 
--- name: end_run
--- The run's holder records where it stands: completed, failed, cancelled or waiting_input.
-UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
-                   errors = CASE WHEN :error IS NULL THEN errors
-                                 ELSE json_insert(errors, '$[#]', json(:error)) END,
-                   holder = NULL, lease_expires_at = NULL, updated_at = :now,
-                   finished_at = CASE WHEN :status = 'waiting_input' THEN NULL ELSE :now END
-WHERE run_id = :run_id AND holder = :holder AND status = 'running'
-RETURNING *;
-
 -- name: run_steps
 SELECT * FROM lc_run_steps WHERE run_id = :run_id ORDER BY position;
 
@@ -104,8 +94,9 @@ RETURNING *;
 -- lease; they resume from their checkpoints), then queued ones, oldest first. Runs sharing a
 -- concurrency key start one at a time, in order: a run waits while another of its key is
 -- running or waiting, or an older one is queued.
--- With ``end_run_id``, the first statement ends that run as end_run does, and the second
--- claims only if that end was the holder's to record (changes() counts the first's rows).
+-- With ``end_run_id``, the first statement ends that run (its holder records where it
+-- stands: completed, failed, cancelled or waiting_input), and the second claims only if that
+-- end was the holder's to record (changes() counts the first's rows); ``limit`` 0 only ends.
 -- Both run in one transaction; rows come back with ``kind``: 'ended' or 'claimed'.
 UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
                    errors = CASE WHEN :error IS NULL THEN errors
