@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from longcall import App, RunStatus, TaskContext
+from longcall.store.runs import Checkpoint
 
 from .test_background import drain
 
@@ -24,9 +25,9 @@ def counting_writes(app: App) -> list[str]:
     written: list[str] = []
     record_step = app.store.record_step
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        written.append(kwargs["name"])
-        return record_step(*args, **kwargs)
+    def counted(run_id: str, holder: str, step: Checkpoint, *, ok: bool) -> Any:
+        written.append(step.name)
+        return record_step(run_id, holder, step, ok=ok)
 
     app.store.record_step = counted  # type: ignore[method-assign]
     return written

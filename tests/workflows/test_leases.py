@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from longcall import App, RunStatus
-from longcall.store.runs import Held, NextClaim, Run
+from longcall.store.runs import Checkpoint, Held, NextClaim, Run
 from longcall.workflows.leases import Heartbeat
 
 LEASE = 0.3  # a beat every 0.1 s
@@ -153,19 +153,8 @@ def test_the_next_claim_takes_an_abandoned_run_first_with_its_record(app: App) -
     [abandoned_id, ending_id] = queued(app, 2)
     app.store.claim_runs("dead", limit=1, lease=0.5)  # its holder dies: the lease runs out
     app.store.claim_runs("w/1", limit=1, lease=60)
-    app.store.record_step(
-        abandoned_id,
-        "dead",
-        1,
-        name="t",
-        args_hash="x",
-        ok=True,
-        result=7,
-        changes=[],
-        attempts=1,
-        started_at=time.time(),
-        finished_at=time.time(),
-    )
+    step = Checkpoint(1, "t", "x", 7, [], 1, time.time(), time.time())
+    app.store.record_step(abandoned_id, "dead", step, ok=True)
     queued(app, 1)  # a queued one waits behind the abandoned one
     time.sleep(0.6)
     _, taken, _ = end_claiming(app, ending_id, "w/1")

@@ -197,23 +197,25 @@ class Checkpoint:
             "step_finished_at": self.finished_at,
         }
 
+    def row(self, run_id: str, holder: str, ok: bool) -> dict[str, Any]:
+        """insert_step's parameters."""
+        return {
+            "run_id": run_id,
+            "holder": holder,
+            "position": self.position,
+            "name": self.name,
+            "args_hash": self.args_hash,
+            "ok": ok,
+            "result": dumps(self.result),
+            "changes": dumps(self.changes),
+            "attempts": self.attempts,
+            "started_at": self.started_at,
+            "now": self.finished_at,
+        }
+
     def insert(self, tx: Tx, run_id: str, holder: str) -> bool:
-        """Write it in ``tx`` (insert_step); False when the run is no longer ``holder``'s."""
-        row = tx.one(
-            "insert_step",
-            run_id=run_id,
-            holder=holder,
-            position=self.position,
-            name=self.name,
-            args_hash=self.args_hash,
-            ok=True,
-            result=dumps(self.result),
-            changes=dumps(self.changes),
-            attempts=self.attempts,
-            started_at=self.started_at,
-            now=self.finished_at,
-        )
-        return row is not None
+        """Write it, as succeeded, in ``tx``; False when the run is no longer ``holder``'s."""
+        return tx.one("insert_step", **self.row(run_id, holder, True)) is not None
 
 
 # claim_runs's parameters for writing no checkpoint, and for ending nothing.
@@ -531,36 +533,11 @@ class RunOps(StoreCore):
         return [_step(r) for r in rows]
 
     def record_step(
-        self,
-        run_id: str,
-        holder: str,
-        position: int,
-        *,
-        name: str,
-        args_hash: str,
-        ok: bool,
-        result: Any,
-        changes: list[tuple[str, Any]],
-        attempts: int,
-        started_at: float,
-        finished_at: float,
+        self, run_id: str, holder: str, step: Checkpoint, *, ok: bool
     ) -> tuple[bool, bool]:
         """Commit a task call's checkpoint: (written, cancelling). Not written when the run is
         no longer ours; cancelling once someone asked for the run to stop."""
-        rows = self._statement(
-            "insert_step",
-            run_id=run_id,
-            holder=holder,
-            position=position,
-            name=name,
-            args_hash=args_hash,
-            ok=ok,
-            result=dumps(result),
-            changes=dumps(changes),
-            attempts=attempts,
-            started_at=started_at,
-            now=finished_at,
-        )
+        rows = self._statement("insert_step", **step.row(run_id, holder, ok))
         return bool(rows), bool(rows and rows[0]["cancel_requested"])
 
     def run_interrupts(self, run_id: str) -> dict[str, Interrupt]:

@@ -371,19 +371,7 @@ class Execution:
 
     def _record(self, step: Checkpoint, ok: bool) -> bool:
         """Commit the checkpoint; False when the run is no longer ours."""
-        written, cancelling = self.app.store.record_step(
-            self.run.run_id,
-            self.holder,
-            step.position,
-            name=step.name,
-            args_hash=step.args_hash,
-            ok=ok,
-            result=step.result,
-            changes=step.changes,
-            attempts=step.attempts,
-            started_at=step.started_at,
-            finished_at=step.finished_at,
-        )
+        written, cancelling = self.app.store.record_step(self.run.run_id, self.holder, step, ok=ok)
         if not written:
             self.lost = True
         elif cancelling:
