@@ -81,6 +81,16 @@ def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in pg.execute(query).fetchall()]
 
 
+def watch_locks(url: str) -> int:
+    """Advisory locks granted in this PostgreSQL database: the run workers' watch is one."""
+    rows = sql_rows(
+        url,
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    return int(rows[0][0])
+
+
 def build_app(
     url: str,
     effects: Path | None = None,

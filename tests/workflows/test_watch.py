@@ -18,6 +18,7 @@ from longcall import App, RunStatus
 from longcall.store.pg_listen import Watch
 from longcall.store.runs import RUNS_CHANNEL
 
+from .bg_procs import watch_locks
 from .test_background import counting_claims
 
 pytestmark = pytest.mark.postgres
@@ -34,16 +35,6 @@ def watches(pg_url: str) -> Iterator[list[Watch]]:
 def notify(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"NOTIFY {RUNS_CHANNEL}, 'queued'")
-
-
-def watch_locks(url: str) -> int:
-    """Advisory locks granted in this database: the watch is one."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        ).fetchone()
-        return int(row[0]) if row else 0
 
 
 async def start_delay(app: App, started: dict[int, float], n: int, late: str) -> float:
