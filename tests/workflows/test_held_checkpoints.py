@@ -16,6 +16,7 @@ import pytest
 
 from longcall import App, RunStatus, TaskContext
 from longcall.store.runs import Checkpoint
+from longcall.workflows.checkpoints import LateCheckpoints
 
 from .test_background import drain
 
@@ -242,3 +243,72 @@ def test_a_checkpoint_delay_of_zero_writes_each_checkpoint_as_its_task_returns(
         assert written == (["double"] if delay == "0s" else [])
     finally:
         app.close()
+
+
+# -- the late writer itself --------------------------------------------------------------
+
+
+class Holding:
+    """An execution for :class:`LateCheckpoints`: notes when it was asked to write."""
+
+    def __init__(self) -> None:
+        self.writes: list[float] = []
+
+    def write_held_back(self) -> None:
+        self.writes.append(time.monotonic())
+
+
+def written_within(holding: Holding, seconds: float) -> bool:
+    give_up = time.monotonic() + seconds
+    while not holding.writes and time.monotonic() < give_up:
+        time.sleep(0.005)
+    return bool(holding.writes)
+
+
+def test_the_late_writer_writes_a_checkpoint_once_its_delay_has_passed() -> None:
+    late = LateCheckpoints(0.05)
+    holding = Holding()
+    try:
+        held_at = time.monotonic()
+        late.held(holding)
+        assert written_within(holding, 5)
+        time.sleep(0.15)
+        assert len(holding.writes) == 1
+        assert holding.writes[0] - held_at >= 0.05
+    finally:
+        late.close()
+
+
+def test_the_late_writer_leaves_alone_a_checkpoint_released_in_time() -> None:
+    late = LateCheckpoints(0.05)
+    first, second = Holding(), Holding()
+    try:
+        late.held(first)
+        late.released(first)
+        late.held(second)
+        assert written_within(second, 5)
+        time.sleep(0.15)
+        assert first.writes == []
+    finally:
+        late.close()
+
+
+@pytest.mark.parametrize("pause", [0.01, 0.3], ids=["while-it-waits-a-delay", "once-quiet"])
+def test_the_late_writer_writes_a_checkpoint_held_after_the_last_was_released(
+    pause: float,
+) -> None:
+    """Nobody wakes the writer for a hold while it waits out a delay after the last one
+    went: it must wake in time anyway. After a whole delay with nothing held it waits to be
+    told, and is."""
+    late = LateCheckpoints(0.05)
+    first, second = Holding(), Holding()
+    try:
+        late.held(first)
+        assert written_within(first, 5)
+        time.sleep(pause)
+        held_at = time.monotonic()
+        late.held(second)
+        assert written_within(second, 5)
+        assert 0.05 <= second.writes[0] - held_at < 1.0
+    finally:
+        late.close()

@@ -36,20 +36,27 @@ class LateCheckpoints:
         self._due: dict[int, tuple[float, HoldsBack]] = {}  # by id: the latest hold counts
         self._changed = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
+        self._idle = False  # the thread waits to be told of work, not for a time
         self._closed = False
 
     def held(self, execution: HoldsBack) -> None:
         """``execution`` holds a checkpoint back from now on."""
         with self._changed:
-            was_idle = not self._due
             self._due[id(execution)] = (time.monotonic() + self.delay, execution)
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._write_late, name="longcall-checkpoints", daemon=True
                 )
                 self._thread.start()
-            elif was_idle:  # the thread waits for work, not for a deadline
+            elif self._idle:
                 self._changed.notify()
+            # Otherwise the thread wakes before this one is due anyway.
+
+    def released(self, execution: HoldsBack) -> None:
+        """``execution`` holds nothing back any more (it wrote its checkpoint, or its end
+        took it): nothing to write for it, and no reason to wake for it."""
+        with self._changed:
+            self._due.pop(id(execution), None)
 
     def close(self) -> None:
         with self._changed:
@@ -59,13 +66,22 @@ class LateCheckpoints:
             self._thread.join(5)
 
     def _write_late(self) -> None:
+        quiet = False  # nothing was held at the last wake either
         while True:
             with self._changed:
                 if self._closed:
                     return
                 if not self._due:
-                    self._changed.wait()
+                    # A checkpoint held during this wait is due only after it ends, so
+                    # nobody needs to wake the thread: a stream of short runs wakes it once
+                    # a ``delay``, not once a run. Nothing held for a whole ``delay``: it
+                    # waits until told.
+                    self._idle = quiet
+                    self._changed.wait(None if quiet else self.delay)
+                    self._idle = False
+                    quiet = not quiet and not self._due
                     continue
+                quiet = False
                 now = time.monotonic()
                 first = min(at for at, _ in self._due.values())
                 if first > now:

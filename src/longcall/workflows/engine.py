@@ -368,6 +368,7 @@ class Execution:
         # With ``_writing`` held; ``step`` stays held back if the write fails.
         self._record(step, True)
         self.held_back = None
+        self.app.workflows.late_checkpoints.released(self)
 
     def _record(self, step: Checkpoint, ok: bool) -> bool:
         """Commit the checkpoint; False when the run is no longer ours."""
@@ -382,6 +383,8 @@ class Execution:
         """The checkpoint held back, for the run's end to write (None if there is none)."""
         with self._writing:
             step, self.held_back = self.held_back, None
+            if step is not None:
+                self.app.workflows.late_checkpoints.released(self)
         return step
 
 
