@@ -19,7 +19,7 @@ from longcall.store.pg_listen import Watch
 from longcall.store.runs import RUNS_CHANNEL
 
 from .bg_procs import watch_locks
-from .test_background import counting_claims
+from .test_background import counting_claims, settled
 
 pytestmark = pytest.mark.postgres
 
@@ -418,5 +418,67 @@ def test_a_run_left_to_a_chain_that_does_not_take_it_is_claimed_after_the_delay(
     try:
         took = asyncio.run(main())
         assert 0.2 < took < 1.0, f"started after {took:.3f}s"
+    finally:
+        app.close()
+
+
+def test_a_run_queued_while_a_notified_claim_is_in_flight_starts_at_once(pg_url: str) -> None:
+    """The worker's two slots are held for the claim a notification started, so the next
+    notification, for a run queued after that claim looked, finds no slot to claim with:
+    the claim, on seeing it came back short with a notification heard meanwhile, has the
+    worker look again. The first run waits for the second to start, so the second may not
+    wait for the first to end (nor for the 30 s poll)."""
+    app = App(pg_url)
+    other_started = threading.Event()
+    worker = app.run_worker(concurrency=2, poll_interval="30s", claim_delay="0s")
+    claim_runs = app.store.claim_runs
+    armed = threading.Event()
+    claims: list[int] = []
+    queued_at: list[float] = []
+    started_at: list[float] = []
+
+    def claim_then_queue(*args: Any, **kwargs: Any) -> Any:
+        claimed = claim_runs(*args, **kwargs)
+        claims.append(len(claimed))
+        if armed.is_set() and [held[0].workflow_id for held in claimed] == ["waits"]:
+            armed.clear()
+            heard = worker._heard
+            queued_at.append(time.monotonic())
+            app.submit_run("starts", 2)
+            give_up = time.monotonic() + 5
+            while worker._heard == heard:  # its notification reaches the worker
+                assert time.monotonic() < give_up, "the notification never came"
+                time.sleep(0.002)
+        return claimed
+
+    app.store.claim_runs = claim_then_queue  # type: ignore[method-assign]
+
+    @app.workflow("waits")
+    def waits(n: int) -> bool:
+        return other_started.wait(5)
+
+    @app.workflow("starts")
+    def starts(n: int) -> int:
+        started_at.append(time.monotonic())
+        other_started.set()
+        return n
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        running = asyncio.create_task(worker.run(stop))
+        try:
+            await settled(app, pg_url, claims)
+            armed.set()
+            await app.in_thread(app.submit_run, "waits", 1)
+            await _wait_done(app, 2)
+        finally:
+            stop.set()
+            await running
+
+    try:
+        asyncio.run(main())
+        took = started_at[0] - queued_at[0]
+        assert took < 2.0, f"the second run started {took:.2f}s after it was queued"
+        assert [r.result for r in app.store.list_runs(limit=5)] == [2, True]
     finally:
         app.close()
