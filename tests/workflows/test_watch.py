@@ -98,6 +98,33 @@ def test_one_session_at_a_time_holds_the_watch_and_hears_the_notifications(
     assert not second.wait(0.1) and not third.wait(0.1)
 
 
+def test_sessions_waiting_for_the_watch_raise_no_errors_on_the_server(
+    pg_url: str, watches: list[Watch]
+) -> None:
+    """Waiting is not a lock wait cut short by lock_timeout: that logs an error on the server
+    each time, twice a second per waiting worker, and can leave a DROP DATABASE elsewhere on
+    the server waiting for this session. Errors roll their transaction back, so the
+    database's rollback count says."""
+    first, second, third = watches
+    assert first.take(1.0)
+
+    def rollbacks() -> int:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+    before = rollbacks()
+    for _ in range(5):
+        assert not second.take(0.05) and not third.take(0.05)
+    second.close()  # a session reports its counts as it ends
+    third.close()
+    time.sleep(0.5)
+    assert rollbacks() == before
+    assert watch_locks(pg_url) == 1
+
+
 def test_giving_up_hands_the_watch_to_a_session_waiting_for_it(
     pg_url: str, watches: list[Watch]
 ) -> None:

@@ -17,9 +17,11 @@ import time
 from typing import Any
 
 import psycopg
-from psycopg import errors as pg_errors
 
 log = logging.getLogger("longcall.store")
+
+# How often a session waiting for the watch tries for it: the longest a handover waits.
+TRY_EVERY = 0.01
 
 
 class Listener:
@@ -83,19 +85,29 @@ class Watch(Listener):
         """Wait up to ``timeout`` seconds for the watch; True once this session listens."""
         if self.held:
             return True
+        # One round trip: the server tries for the lock every TRY_EVERY seconds and, once it
+        # has it, listens. Not a blocking pg_advisory_lock under lock_timeout: every timeout
+        # would log an error on the server, twice a second per waiting worker, and on
+        # PostgreSQL 15 a lock timeout firing as a ProcSignalBarrier arrives can leave the
+        # barrier unanswered, so a DROP DATABASE anywhere on the server hangs until this
+        # session ends (seen: 20 minutes).
+        rounds = max(1, round(timeout / TRY_EVERY))
         try:
-            # One round trip; the LISTEN runs only if the lock was granted in time.
-            self._connected().execute(
-                f"SET lock_timeout = {max(1, int(timeout * 1000))}; "
-                f"SELECT pg_advisory_lock({self._key}); LISTEN {self._channel}"
+            cur = self._connected().execute(
+                f"DO $take$ BEGIN FOR i IN 1..{rounds} LOOP "
+                f"IF pg_try_advisory_lock({self._key}) THEN LISTEN {self._channel}; RETURN; "
+                f"END IF; PERFORM pg_sleep({TRY_EVERY}); END LOOP; END $take$; "
+                # The session's one advisory lock is the watch.
+                "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND pid = pg_backend_pid())"
             )
-        except pg_errors.LockNotAvailable:
-            return False
+            cur.nextset()
+            row = cur.fetchone()
         except psycopg.Error as exc:
             self._lost(exc, timeout)
             return False
-        self.held = True
-        return True
+        self.held = bool(row and row[0])
+        return self.held
 
     def wait(self, timeout: float) -> bool:
         if not self.held:
