@@ -937,3 +937,28 @@ def test_appending_to_an_unknown_session_is_refused(store: Store) -> None:
     with pytest.raises(StoreError, match="no session 'ghost'"):
         store.append_session_events("ghost", [("inv", "user", {}, None)])
     assert store.session_events("ghost") == []
+
+
+@pytest.mark.parametrize("holder", [None, "worker-1/1"], ids=["queued", "held"])
+def test_a_created_run_is_the_run_as_stored(store: Store, holder: str | None) -> None:
+    """create_run builds the run it returns from what it sent and what the insert returned;
+    that must be the row as a later read has it, field for field, JSON round trip included
+    (a tuple is stored as a list, integer keys as strings). A repeat returns the stored run."""
+    arguments = {"ids": (1, 2), 3: "three", "nested": {"ok": True}}
+    created, new = store.create_run(
+        "run-1",
+        "report",
+        arguments,
+        holder=holder,
+        lease=LEASE,
+        user_id="u1",
+        concurrency_key="k",
+        idempotency_key="once",
+        max_retries=2,
+        timeout_secs=1.5,
+    )
+    assert new
+    assert created == store.get_run("run-1")
+    assert created.input == {"ids": [1, 2], "3": "three", "nested": {"ok": True}}
+    assert created.lease_expires_at == (None if holder is None else created.created_at + LEASE)
+    assert store.create_run("run-2", "report", {}, idempotency_key="once") == (created, False)

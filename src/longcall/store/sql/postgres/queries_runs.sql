@@ -1,7 +1,9 @@
 -- Workflow runs (schema 4): the run row, task checkpoints, interrupts and events.
 
 -- name: insert_run
--- One statement (it commits by itself): the run, and for a queued one the workers told.
+-- One statement (it commits by itself): the run, and for a queued one the workers told. It
+-- returns only what the database decided (the caller knows the rest): nothing when the id or
+-- the idempotency key is taken.
 WITH created AS (
     INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                          concurrency_key, idempotency_key, max_retries, timeout_secs,
@@ -14,7 +16,7 @@ WITH created AS (
             CASE WHEN %(holder)s::text IS NULL THEN 0 ELSE 1 END,
             lc_now(%(now)s), lc_now(%(now)s))
     ON CONFLICT DO NOTHING
-    RETURNING *),
+    RETURNING status, created_at, lease_expires_at),
 told AS (SELECT pg_notify(%(channel)s, 'queued') FROM created WHERE status = 'queued')
 SELECT created.*, (SELECT count(*) FROM told) AS told FROM created;
 

@@ -2,6 +2,7 @@
 
 -- name: insert_run
 -- (SQLite has no notifications: workers in other processes find a queued run by polling.)
+-- It returns only what the database decided: nothing when the id or idempotency key is taken.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                      concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
                      holder, lease_expires_at, executions, created_at, updated_at)
@@ -10,7 +11,7 @@ VALUES (:run_id, :workflow_id, :status, :input, :user_id, :job_id, :cron_id, :co
         CASE WHEN :holder IS NULL THEN NULL ELSE :now + :lease END,
         CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now)
 ON CONFLICT DO NOTHING
-RETURNING *;
+RETURNING status, created_at, lease_expires_at;
 
 -- name: get_run
 SELECT * FROM lc_runs WHERE run_id = :run_id;
