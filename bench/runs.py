@@ -196,6 +196,19 @@ def _ready() -> None:
     print("ready", flush=True)
 
 
+def _stop_with_parent() -> None:
+    """Stop this worker as SIGTERM does once the parent is gone (its end of our stdin
+    closes): a parent that died would otherwise leave workers behind, taking the next
+    benchmark's runs and holding connections a DROP DATABASE has to wait for."""
+    import threading
+
+    def watch() -> None:
+        sys.stdin.buffer.read()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def longcall_worker(url: str, marks: Path, concurrency: int) -> None:
     app = longcall_app(url, marks)
     worker = app.run_worker(concurrency=concurrency)
@@ -430,7 +443,7 @@ def _start_workers(subject: Subject, url: str, marks: Path) -> list[Any]:
             "--index",
             str(index),
         ]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         procs.append(proc)
         assert proc.stdout is not None
         line = proc.stdout.readline()  # one at a time: DBOS migrates its schema on launch
@@ -552,6 +565,8 @@ def main() -> int:
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.worker:
+        _stop_with_parent()
     if args.worker == "longcall":
         longcall_worker(args.url, args.marks, args.concurrency)
         return 0
