@@ -184,33 +184,31 @@ class Checkpoint:
     started_at: float
     finished_at: float
 
+    def _values(self) -> dict[str, Any]:
+        # The step's columns, named alike by insert_step and (``step_``) by claim_runs.
+        return {
+            "position": self.position,
+            "name": self.name,
+            "args_hash": self.args_hash,
+            "result": dumps(self.result),
+            "changes": dumps(self.changes),
+            "attempts": self.attempts,
+            "started_at": self.started_at,
+        }
+
     def params(self) -> dict[str, Any]:
         """claim_runs's ``step_*`` parameters."""
-        return {
-            "step_position": self.position,
-            "step_name": self.name,
-            "step_args_hash": self.args_hash,
-            "step_result": dumps(self.result),
-            "step_changes": dumps(self.changes),
-            "step_attempts": self.attempts,
-            "step_started_at": self.started_at,
-            "step_finished_at": self.finished_at,
-        }
+        values = {**self._values(), "finished_at": self.finished_at}
+        return {f"step_{name}": value for name, value in values.items()}
 
     def row(self, run_id: str, holder: str, ok: bool) -> dict[str, Any]:
         """insert_step's parameters."""
         return {
             "run_id": run_id,
             "holder": holder,
-            "position": self.position,
-            "name": self.name,
-            "args_hash": self.args_hash,
             "ok": ok,
-            "result": dumps(self.result),
-            "changes": dumps(self.changes),
-            "attempts": self.attempts,
-            "started_at": self.started_at,
             "now": self.finished_at,
+            **self._values(),
         }
 
     def insert(self, tx: Tx, run_id: str, holder: str) -> bool:
