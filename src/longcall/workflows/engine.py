@@ -360,6 +360,8 @@ class Execution:
     def write_held_back(self) -> None:
         """Write the checkpoint held back, if any; a caller arriving meanwhile waits for it.
         What the write learns (the run lost, or being cancelled) the next task call acts on."""
+        if self.held_back is None:  # every task call asks; most often nothing is held
+            return
         with self._writing:
             if self.held_back is not None:
                 self._write(self.held_back)
