@@ -203,7 +203,10 @@ def _stop_with_parent() -> None:
     import threading
 
     def watch() -> None:
-        sys.stdin.buffer.read()
+        # os.read, not sys.stdin: a daemon thread blocked inside the buffered reader holds
+        # its lock, and the interpreter aborts at exit ("could not acquire lock").
+        while os.read(0, 4096):
+            pass
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
