@@ -257,7 +257,10 @@ def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
     import psycopg
     from psycopg.rows import dict_row
 
+    from longcall.store.queries import with_limit
+
     q = raw_queries()
+    claim_sql = with_limit(q["claim_runs"], 1)  # its LIMIT written in, as longcall's store does
     stop = threading.Event()
     wake = threading.Condition()
     listening = threading.Event()
@@ -277,7 +280,7 @@ def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
         def claim(**end: Any) -> tuple[str, list[dict[str, Any]]]:
             holder = f"raw-{index}/{number}/{next(claims)}"
             params = {**RAW_NO_END, **end, "holder": holder, "lease": 30.0, "limit": 1}
-            rows = conn.execute(q["claim_runs"], {**params, "now": None}).fetchall()
+            rows = conn.execute(claim_sql, {**params, "now": None}).fetchall()
             return holder, [r for r in rows if r["kind"] == "claimed"]
 
         while not stop.is_set():

@@ -103,3 +103,21 @@ def test_unknown_dialect_is_refused() -> None:
         sql.schema("mysql")
     with pytest.raises(ValueError, match="unknown SQL dialect 'mysql'"):
         sql.queries("mysql")
+
+
+def test_with_limit_spells_a_statements_limit_out() -> None:
+    """A claim's LIMIT is written into its text, one text per limit; PostgreSQL's claims
+    carry the mark, SQLite's bind the limit as any other parameter."""
+    text = f"SELECT 1 FROM t ORDER BY a LIMIT {sql.LIMIT_MARK}"
+    assert sql.with_limit(text, 3) == "SELECT 1 FROM t ORDER BY a LIMIT 3"
+    assert sql.with_limit(text, 0).endswith("LIMIT 0")
+    marked = {n for n, q in sql.queries("postgres").items() if sql.LIMIT_MARK in q}
+    assert {"claim_runs", "claim_candidates", "overdue_jobs", "due_crons"} <= marked
+    assert not any(sql.LIMIT_MARK in q for q in sql.queries("sqlite").values())
+
+
+@pytest.mark.parametrize("limit", [-1, True, 2.0, "2", None])
+def test_with_limit_takes_only_a_whole_number_of_at_least_zero(limit: object) -> None:
+    """Whatever is written into SQL is a plain non-negative int, never text."""
+    with pytest.raises(ValueError, match="LIMIT must be a whole number"):
+        sql.with_limit(f"SELECT 1 LIMIT {sql.LIMIT_MARK}", limit)  # type: ignore[arg-type]

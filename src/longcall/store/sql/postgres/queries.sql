@@ -94,13 +94,14 @@ VALUES (%(job_id)s, %(seq)s, %(kind)s, %(data)s::jsonb, lc_now(%(now)s));
 SELECT * FROM lc_job_events WHERE job_id = %(job_id)s AND seq > %(after)s ORDER BY seq;
 
 -- name: claim_candidates
+-- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
 -- Ready jobs whose session nobody is running right now, oldest first.
 SELECT j.* FROM lc_jobs j
 WHERE j.delivery = 'ready' AND j.available_at <= lc_now(%(now)s)
   AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
                   WHERE l.session_id = j.session_id AND l.expires_at > lc_now(%(now)s))
 ORDER BY j.available_at, j.job_id
-LIMIT %(limit)s
+LIMIT {limit}
 FOR UPDATE OF j SKIP LOCKED;
 
 -- name: session_ready_jobs
@@ -146,8 +147,9 @@ UPDATE lc_jobs SET claim_holder = NULL, last_error = %(error)s, delivery = %(del
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
 
 -- name: overdue_jobs
+-- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
 SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= lc_now(%(now)s)
-ORDER BY deadline_at LIMIT %(limit)s
+ORDER BY deadline_at LIMIT {limit}
 FOR UPDATE SKIP LOCKED;
 
 -- name: list_jobs
@@ -189,10 +191,11 @@ ON CONFLICT (job_id, kind) DO NOTHING;
 DELETE FROM lc_outbox WHERE job_id = %(job_id)s AND kind = %(kind)s;
 
 -- name: outbox_candidates
+-- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
 SELECT o.*, j.tool_name, j.args FROM lc_outbox o JOIN lc_jobs j ON j.job_id = o.job_id
 WHERE o.available_at <= lc_now(%(now)s)
 ORDER BY o.available_at
-LIMIT %(limit)s
+LIMIT {limit}
 FOR UPDATE OF o SKIP LOCKED;
 
 -- name: claim_outbox

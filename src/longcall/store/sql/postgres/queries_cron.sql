@@ -45,11 +45,12 @@ RETURNING *;
 DELETE FROM lc_cron WHERE cron_id = %(cron_id)s;
 
 -- name: due_crons
+-- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
 -- Schedules whose next occurrence has come; a schedule another scheduler holds is skipped.
 SELECT * FROM lc_cron
 WHERE NOT paused AND next_fire_at <= lc_now(%(now)s)
 ORDER BY next_fire_at, cron_id
-LIMIT %(limit)s
+LIMIT {limit}
 FOR UPDATE SKIP LOCKED;
 
 -- name: next_cron_due

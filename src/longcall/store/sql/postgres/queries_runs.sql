@@ -117,6 +117,7 @@ RETURNING *;
 -- claims only if that end was the holder's to record (a worker's slot refilled as its run
 -- ends: one round trip, not two); ``limit`` 0 only ends. Rows come back with ``kind``:
 -- 'ended' or 'claimed'.
+-- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
 WITH ended AS (
     UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb,
                        error = %(error)s::jsonb, state = %(state)s::jsonb, holder = NULL,
@@ -141,7 +142,7 @@ abandoned AS (
     SELECT run_id, lease_expires_at AS since FROM lc_runs
     WHERE status = 'running' AND lease_expires_at <= lc_now(%(now)s)
       AND run_id IS DISTINCT FROM %(end_run_id)s AND (SELECT ok FROM go)
-    ORDER BY lease_expires_at LIMIT %(limit)s
+    ORDER BY lease_expires_at LIMIT {limit}
     FOR UPDATE SKIP LOCKED),
 queued AS (
     SELECT r.run_id, r.available_at AS since FROM lc_runs r
@@ -152,12 +153,12 @@ queued AS (
             AND (o.status IN ('running', 'waiting_input')
                  OR (o.status = 'queued' AND (o.created_at, o.run_id) < (r.created_at, r.run_id)))))
     ORDER BY r.available_at, r.run_id
-    LIMIT %(limit)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED),
 picked AS (
     SELECT run_id FROM (SELECT run_id, 0 AS rank, since FROM abandoned
                         UNION ALL SELECT run_id, 1, since FROM queued) candidates
-    ORDER BY rank, since, run_id LIMIT %(limit)s),
+    ORDER BY rank, since, run_id LIMIT {limit}),
 claimed AS (
     UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                        lease_expires_at = lc_now(%(now)s) + %(lease)s,
