@@ -8,6 +8,7 @@ are the numbered migrations, applied in order, that reach the same schema from a
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -76,9 +77,13 @@ LIMIT_MARK = "{limit}"
 def with_limit(sql: str, limit: int) -> str:
     """``sql`` with its :data:`LIMIT_MARK` spelled out as ``limit``: one statement text, and
     so one prepared statement and plan, per limit."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+    try:
+        count = operator.index(limit)  # any integer type; not a float or a string
+    except TypeError:
+        count = -1
+    if isinstance(limit, bool) or count < 0:
         raise ValueError(f"a LIMIT must be a whole number of at least 0, not {limit!r}")
-    return sql.replace(LIMIT_MARK, str(limit))
+    return sql.replace(LIMIT_MARK, str(count))
 
 
 @cache
