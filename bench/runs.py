@@ -24,6 +24,9 @@ connection of its own):
           work alone are printed from this batch.
 
 The 2x target is judged in both shapes, each against the faster procrastinate shape in it.
+longcall also runs in procrastinate's 1 x 4 shape (one worker process, 4 at a time), not
+judged: its ratio to procrastinate 1 x 4 compares the two libraries in one shape, and its rate
+beside longcall's 4 x 4 says what the extra worker processes cost on this machine.
 
 - longcall       ``app.submit_run("one", i)``; a workflow ``one(i)`` that calls one task
                  ``noop(i)`` (its checkpoint committed), then ends. 4 worker processes, each
@@ -591,6 +594,8 @@ def main() -> int:
         Subject("longcall", "longcall", w, c, probes=True),
         Subject(f"procrastinate {w}x{c}", "procrastinate", w, c, probes=True),
         Subject("procrastinate 1x4", "procrastinate", 1, 4, probes=False),
+        # Not judged: longcall in procrastinate's faster shape, for a same-shape ratio.
+        Subject("longcall 1x4", "longcall", 1, 4, probes=False),
         Subject(f"DBOS queue {w} procs", "dbos", w, 0, probes=False),
         Subject("raw psycopg, same SQL", "raw", w, c, probes=False),
     ]
@@ -647,6 +652,8 @@ def main() -> int:
     for shape, rates in (("live", median), ("phased", phased)):
         best = max(rates[s.label] for s in subjects if s.library == "procrastinate")
         for s in subjects[1:]:
+            if s.library == "longcall":
+                continue
             ratio = rates["longcall"] / rates[s.label]
             verdict = "(none)"
             if s.library == "procrastinate" and rates[s.label] == best:
@@ -654,6 +661,10 @@ def main() -> int:
                 failed |= not ok
                 verdict = f">= {RATE_TARGET:g}  {'PASS' if ok else 'MISS'}"
             print(f"{f'runs/s {shape:<7} longcall / ' + s.label:<48}{ratio:>8.2f}x  {verdict}")
+        if "longcall 1x4" in rates and "procrastinate 1x4" in rates:
+            ratio = rates["longcall 1x4"] / rates["procrastinate 1x4"]
+            label = f"runs/s {shape:<7} same shape, 1x4 each"
+            print(f"{label:<48}{ratio:>8.2f}x  (none)")
         raw = [s.label for s in subjects if s.library == "raw"]
         if raw:  # what longcall's SQL reaches with no longcall in between
             ratio = rates[raw[0]] / best
