@@ -131,20 +131,15 @@ class RawPostgres:
         with self.conn.transaction(), self.conn.cursor() as cur:
 
             def ex(name: str, **p: Any) -> list[Any]:
-                cur.execute(self._text(name, p), p)
+                cur.execute(sql.as_sent(self.q[name], p), p)
                 return cur.fetchall() if cur.description else []
 
             return work(ex)
 
     def read(self, name: str, **p: Any) -> list[Any]:
         with self.conn.cursor() as cur:
-            cur.execute(self._text(name, p), p)
+            cur.execute(sql.as_sent(self.q[name], p), p)
             return cur.fetchall()
-
-    def _text(self, name: str, p: dict[str, Any]) -> str:
-        """The statement as longcall's store sends it: a claim's LIMIT written in."""
-        text = self.q[name]
-        return sql.with_limit(text, p["limit"]) if sql.LIMIT_MARK in text else text
 
     def close(self) -> None:
         self.conn.close()

@@ -121,3 +121,15 @@ def test_with_limit_takes_only_a_whole_number_of_at_least_zero(limit: object) ->
     """Whatever is written into SQL is a plain non-negative int, never text."""
     with pytest.raises(ValueError, match="LIMIT must be a whole number"):
         sql.with_limit(f"SELECT 1 LIMIT {sql.LIMIT_MARK}", limit)  # type: ignore[arg-type]
+
+
+def test_a_statement_is_sent_with_its_limit_written_in_only_where_marked() -> None:
+    """as_sent writes the limit into a marked statement and leaves any other one as it is,
+    ``limit`` parameter or not (a listing binds its LIMIT)."""
+    marked = f"SELECT 1 FROM t LIMIT {sql.LIMIT_MARK}"
+    assert sql.as_sent(marked, {"limit": 4, "now": None}) == "SELECT 1 FROM t LIMIT 4"
+    bound = "SELECT 1 FROM t LIMIT %(limit)s"
+    assert sql.as_sent(bound, {"limit": 4}) == bound
+    assert sql.as_sent("SELECT 1", {}) == "SELECT 1"
+    with pytest.raises(ValueError, match="LIMIT must be a whole number"):
+        sql.as_sent(marked, {"limit": "4"})

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from longcall.clock import Clock
 from longcall.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
 from longcall.store.base import NOTIFY_CHANNEL, Row, Store, Tx
-from longcall.store.queries import LIMIT_MARK, queries, with_limit
+from longcall.store.queries import as_sent
 
 try:
     import psycopg
@@ -42,15 +42,6 @@ T = TypeVar("T")
 _MIGRATION_LOCK = 0x6C6F6E67  # "long": an advisory lock only longcall's migrations take
 
 
-# The statements whose LIMIT is written into their text (queries.with_limit).
-_LIMITED = frozenset(name for name, sql in queries("postgres").items() if LIMIT_MARK in sql)
-
-
-def _text(queries: dict[str, str], query: str, params: dict[str, Any]) -> str:
-    sql = queries[query]
-    return with_limit(sql, params["limit"]) if query in _LIMITED else sql
-
-
 class _Tx:
     __slots__ = ("_cur", "_queries")
 
@@ -59,15 +50,15 @@ class _Tx:
         self._queries = queries
 
     def one(self, query: str, **params: Any) -> Row | None:
-        self._cur.execute(_text(self._queries, query, params), params)
+        self._cur.execute(as_sent(self._queries[query], params), params)
         return self._cur.fetchone() if self._cur.description else None
 
     def all(self, query: str, **params: Any) -> list[Row]:
-        self._cur.execute(_text(self._queries, query, params), params)
+        self._cur.execute(as_sent(self._queries[query], params), params)
         return list(self._cur.fetchall())
 
     def run(self, query: str, **params: Any) -> int:
-        self._cur.execute(_text(self._queries, query, params), params)
+        self._cur.execute(as_sent(self._queries[query], params), params)
         return self._cur.rowcount
 
 
@@ -176,7 +167,7 @@ class PostgresStore(Store):
         # The pool's connections are in autocommit mode: the statement is its own transaction.
         def attempt() -> list[Row]:
             with self.pool.connection() as conn, conn.cursor() as cur:
-                cur.execute(_text(self._queries, query, params), params)
+                cur.execute(as_sent(self._queries[query], params), params)
                 return list(cur.fetchall())  # every such statement returns rows
 
         return self._retrying(attempt)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
+from typing import Any
 
 DIALECTS = ("sqlite", "postgres")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
@@ -84,6 +86,12 @@ def with_limit(sql: str, limit: int) -> str:
     if isinstance(limit, bool) or count < 0:
         raise ValueError(f"a LIMIT must be a whole number of at least 0, not {limit!r}")
     return sql.replace(LIMIT_MARK, str(count))
+
+
+def as_sent(sql: str, params: Mapping[str, Any]) -> str:
+    """The text a statement is sent as: with its LIMIT written in from ``params["limit"]``
+    (:func:`with_limit`) where it carries the :data:`LIMIT_MARK`, else as it is."""
+    return with_limit(sql, params["limit"]) if LIMIT_MARK in sql else sql
 
 
 @cache
