@@ -124,7 +124,13 @@ class RawPostgres:
         import psycopg
         from psycopg.rows import dict_row
 
-        self.conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        from longcall.store.postgres import PREPARE_THRESHOLD, plan_once
+
+        # The session longcall's store sets up: statements prepared and planned once.
+        self.conn = psycopg.connect(
+            url, autocommit=True, row_factory=dict_row, prepare_threshold=PREPARE_THRESHOLD
+        )
+        plan_once(self.conn)
         self.q = sql.queries("postgres")
 
     def tx(self, work: Callable[[Callable[..., list[Any]]], Any]) -> Any:

@@ -43,8 +43,9 @@ beside longcall's 4 x 4 says what the extra worker processes cost on this machin
                  measured the same.)
 - raw            the baseline: longcall's own SQL (``insert_run``, ``claim_runs``, and
                  ``claim_runs`` ending the run, with its task's checkpoint, and claiming the
-                 next)
-                 sent by psycopg alone, no longcall code in the way, on longcall's schema.
+                 next) sent by psycopg alone, no longcall code in the way, on longcall's
+                 schema, on connections set up as longcall's are (statements prepared at
+                 once, planned once).
                  4 processes of 4 threads, a connection each; each process LISTENs and a
                  NOTIFY wakes one of its waiting threads (every process hears every NOTIFY:
                  longcall's watch, one listener for all processes, is not reproduced). The
@@ -179,6 +180,18 @@ def raw_queries() -> dict[str, str]:
     return queries("postgres")
 
 
+def raw_connect(url: str, **options: Any) -> Any:
+    """A connection set up as longcall's store sets up its own: its statements prepared at
+    once and planned once (:func:`longcall.store.postgres.plan_once`)."""
+    import psycopg
+
+    from longcall.store.postgres import PREPARE_THRESHOLD, plan_once
+
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=PREPARE_THRESHOLD, **options)
+    plan_once(conn)
+    return conn
+
+
 def runs_channel() -> str:
     """The channel longcall's submits notify and its workers listen on."""
     from longcall.store.runs import RUNS_CHANNEL
@@ -277,7 +290,7 @@ def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
                 wake.notify()
 
     def slot(number: int) -> None:
-        conn = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        conn = raw_connect(url, row_factory=dict_row)
         claims = iter(range(1, 1 << 62))
 
         def claim(**end: Any) -> tuple[str, list[dict[str, Any]]]:
@@ -398,10 +411,8 @@ class Submitter:
         elif library == "raw":
             import uuid
 
-            import psycopg
-
             longcall_app(url, marks).close()  # the schema
-            conn = psycopg.connect(url, autocommit=True)
+            conn = raw_connect(url)
             insert = raw_queries()["insert_run"]
             queued = dict.fromkeys(("user_id", "job_id", "cron_id", "concurrency_key"))
             queued |= dict.fromkeys(("idempotency_key", "timeout_secs", "holder", "now"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from longcall.store import queries as sql
@@ -133,3 +135,19 @@ def test_a_statement_is_sent_with_its_limit_written_in_only_where_marked() -> No
     assert sql.as_sent("SELECT 1", {}) == "SELECT 1"
     with pytest.raises(ValueError, match="LIMIT must be a whole number"):
         sql.as_sent(marked, {"limit": "4"})
+
+
+def test_the_listings_are_the_statements_whose_plans_depend_on_their_values() -> None:
+    """PostgreSQL plans every statement once per connection except these, sent with their
+    values: a new statement with optional filters or a LIMIT parameter must join them, or
+    it would keep the one plan made for whichever filters it was first sent with."""
+    postgres = sql.queries("postgres")
+    assert sql.PLANNED_WITH_VALUES.issubset(postgres)
+    optional_filter = re.compile(r"%\(\w+\)s(::\w+)?\s+IS NULL OR \w+\s*[<>=]")
+    limit_parameter = re.compile(r"LIMIT\s+%\(\w+\)s")
+    value_dependent = {
+        name
+        for name, text in postgres.items()
+        if optional_filter.search(text) or limit_parameter.search(text)
+    }
+    assert value_dependent == sql.PLANNED_WITH_VALUES

@@ -74,6 +74,14 @@ def queries(dialect: str) -> dict[str, str]:
 # plan each. Listings keep their parameters: their filters want the custom plans.
 LIMIT_MARK = "{limit}"
 
+# The listings: optional filters (``%(x)s IS NULL OR col = %(x)s``) and a LIMIT parameter,
+# whose best plan depends on which filters are given. PostgreSQL's store plans every other
+# statement once per connection (a generic plan); these it sends with their values written
+# in, planned afresh each time, as they always were.
+PLANNED_WITH_VALUES = frozenset(
+    {"list_jobs", "changed_jobs", "list_runs", "list_cron", "cron_fires"}
+)
+
 
 @lru_cache(maxsize=256, typed=True)  # typed: True and 2.0 must not find 1's and 2's text
 def with_limit(sql: str, limit: int) -> str:
