@@ -135,7 +135,7 @@ def plan_once(conn: psycopg.Connection[Any]) -> None:
     about a fifth less CPU time a run.
     The listings, whose plans do depend on their values, go with them written in
     (:data:`~longcall.store.queries.PLANNED_WITH_VALUES`)."""
-    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("SET plan_cache_mode = force_generic_plan", prepare=False)
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
