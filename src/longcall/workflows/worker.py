@@ -234,10 +234,6 @@ class RunWorker:
             self._release(limit)
             log.exception("claiming runs failed; the next poll retries")
             return
-        if len(claimed) < limit and self._heard != heard:
-            # A run queued during the claim found no slot to reserve, and the claim may have
-            # looked before it was there: the event loop looks again.
-            self._wake_soon()
         chained: list[tuple[Held, _Slot]] = []
         others: list[Held] = []
         for held in claimed:
@@ -252,6 +248,13 @@ class RunWorker:
         if others:
             self._to_loop(others, len(others))
         self._room_left()
+        if len(claimed) < limit and self._heard != heard:
+            # A run queued during the claim found no slot to reserve, and the claim may have
+            # looked before it was there: the event loop looks again. Only now, with the
+            # slots the claim did not fill given back (and the others' handed to the loop
+            # ahead of this wake): woken earlier, the loop found every slot still reserved
+            # and waited for the next poll.
+            self._wake_soon()
         for held, slot in chained[1:]:
             try:
                 self.app.call_in_thread(self._execute_directly, held, slot)
