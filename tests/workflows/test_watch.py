@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from longcall import App, RunStatus
-from longcall.store.pg_listen import Watch
+from longcall.store.pg_listen import Listener, Watch
 from longcall.store.runs import RUNS_CHANNEL
 
 from .bg_procs import watch_locks
@@ -147,6 +147,22 @@ def test_giving_up_hands_the_watch_to_a_session_waiting_for_it(
     assert not first.take(0.1)
     notify(pg_url)
     assert second.wait(5.0)
+
+
+def test_a_notification_read_with_a_statements_results_is_still_heard(pg_url: str) -> None:
+    """A listener waits on its socket; a notification that reached it while a statement ran
+    on its connection (taking the watch, say) was read with the results, and the socket
+    will not show it again: the next wait reports it all the same."""
+    listener = Listener(pg_url, RUNS_CHANNEL)
+    try:
+        assert not listener.wait(0.01)
+        notify(pg_url)
+        time.sleep(0.1)  # the listening session has sent it on
+        listener._execute("SELECT 1")
+        assert listener.wait(0.5)
+        assert not listener.wait(0.1)
+    finally:
+        listener.close()
 
 
 def test_a_holder_whose_connection_ends_loses_the_watch_to_the_next(
