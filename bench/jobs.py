@@ -34,6 +34,7 @@ import longcall
 from longcall.agents import AgentEvent, Message
 from longcall.store import queries as sql
 from longcall.store.base import dumps
+from pg_databases import BenchDatabases, add_prefix_option
 
 BATCH = 50
 TARGET = 0.6
@@ -397,15 +398,6 @@ def latency(url: str, sizes: list[int], rounds: int = 40) -> list[tuple[int, flo
 # -- the run --------------------------------------------------------------------------
 
 
-def _fresh_pg(admin_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return admin_url.rpartition("/")[0] + f"/{name}"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=2000, help="jobs per measurement")
@@ -417,10 +409,19 @@ def main() -> int:
         ),
     )
     parser.add_argument("--skip-postgres", action="store_true")
+    add_prefix_option(parser)
     parser.add_argument("--open", default="10000,1000000", help="open-job counts for latency")
     parser.add_argument("--skip-latency", action="store_true")
     args = parser.parse_args()
+    databases = None if args.skip_postgres else BenchDatabases(args.pg, args.db_prefix)
+    try:
+        return run(args, databases)
+    finally:
+        if databases is not None:
+            databases.drop_all()
 
+
+def run(args: argparse.Namespace, databases: BenchDatabases | None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="longcall-bench-"))
     configs: list[tuple[str, Callable[[], str], Callable[[str], Any], int]] = []
     for mode in ("FULL", "NORMAL"):
@@ -431,11 +432,11 @@ def main() -> int:
             return str(path)
 
         configs.append((f"SQLite {mode}", sqlite_db, lambda p, mode=mode: RawSqlite(p, mode), 1))
-    if not args.skip_postgres:
+    if databases is not None:
         for conns in (1, 8):
 
             def pg_db() -> str:
-                url = _fresh_pg(args.pg, "longcall_bench")
+                url = databases.fresh("jobs")
                 longcall.App(url).close()
                 return url
 
@@ -469,8 +470,8 @@ def main() -> int:
     if not args.skip_latency:
         sizes = [int(x) for x in args.open.split(",")]
         targets = [("SQLite FULL", lambda: f"sqlite:///{tmp / 'latency.db'}")]
-        if not args.skip_postgres:
-            targets.append(("PostgreSQL", lambda: _fresh_pg(args.pg, "longcall_bench")))
+        if databases is not None:
+            targets.append(("PostgreSQL", lambda: databases.fresh("jobs")))
         print(f"\n{'claim/sweep latency':<20}{'open jobs':>12}{'claim ms':>10}{'sweep ms':>10}")
         for name, make in targets:
             rows = latency(make(), sizes)

@@ -86,16 +86,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pg_databases import BenchDatabases, add_prefix_option
+
 INSTALL = "pip install -e '.[bench,postgres]'"
 RATE_TARGET = 2.0  # longcall's runs/s over procrastinate's jobs/s
 LATENCY_TARGET_MS = 20.0  # median start latency
 WARMUP = 8
-DATABASES = {
-    "longcall": "bench_runs_longcall",
-    "procrastinate": "bench_runs_procrastinate",
-    "dbos": "bench_runs_dbos",
-    "raw": "bench_runs_raw",
-}
+LIBRARIES = ("longcall", "procrastinate", "dbos", "raw")
 
 
 def _mark(marks: Path, i: int) -> None:
@@ -369,15 +366,6 @@ FINISHED = {
 FINISHED["raw"] = FINISHED["longcall"]
 
 
-def _fresh_pg(admin_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return admin_url.rpartition("/")[0] + f"/{name}"
-
-
 class Counter:
     """Counts finished runs on a connection of its own."""
 
@@ -489,9 +477,9 @@ def _stop_workers(procs: list[Any]) -> None:
             proc.wait()
 
 
-def measure(subject: Subject, admin_url: str, runs: int, probes: int, tmp: Path) -> None:
+def measure(subject: Subject, databases: BenchDatabases, runs: int, probes: int, tmp: Path) -> None:
     """One round: fresh database, workers up, warm-up, the timed batch, then the probes."""
-    url = _fresh_pg(admin_url, DATABASES[subject.library])
+    url = databases.fresh(f"runs_{subject.library}")
     marks = Path(tempfile.mkdtemp(prefix="marks-", dir=tmp))
     submitter = Submitter(subject.library, url, marks)
     procs: list[Any] = []
@@ -580,10 +568,9 @@ def main() -> int:
         ),
         help="an admin URL; the benchmark creates and drops its own databases beside it",
     )
-    parser.add_argument(
-        "--only", choices=sorted(DATABASES), help="measure one library (no ratios judged)"
-    )
-    parser.add_argument("--worker", choices=sorted(DATABASES), help=argparse.SUPPRESS)
+    add_prefix_option(parser)
+    parser.add_argument("--only", choices=LIBRARIES, help="measure one library (no ratios judged)")
+    parser.add_argument("--worker", choices=LIBRARIES, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--marks", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
@@ -618,19 +605,16 @@ def main() -> int:
     if args.only:
         subjects = [s for s in subjects if s.library == args.only][:1]
 
+    databases = BenchDatabases(args.pg, args.db_prefix)
     tmp = Path(tempfile.mkdtemp(prefix="longcall-bench-runs-"))
     try:
         for round_no in range(args.rounds):
             for subject in subjects:
-                measure(subject, args.pg, args.runs, args.probes, tmp)
+                measure(subject, databases, args.runs, args.probes, tmp)
             print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        import psycopg
-
-        with psycopg.connect(args.pg, autocommit=True) as conn:
-            for name in DATABASES.values():
-                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        databases.drop_all()
 
     print(f"{args.runs:,} one-task runs on PostgreSQL, submitted serially (one call and one")
     print("transaction each, no batching, every library); runs/s, medians. End to end with the")

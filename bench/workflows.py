@@ -58,6 +58,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pg_databases import BenchDatabases, add_prefix_option
+
 INSTALL = "pip install -e '.[bench,postgres]'"
 
 
@@ -325,15 +327,6 @@ def measure_dbos(
 # -- the run --------------------------------------------------------------------------
 
 
-def _fresh_pg(admin_url: str, name: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-    return admin_url.rpartition("/")[0] + f"/{name}"
-
-
 SCENARIOS = {
     "a": (f"(a) {Sizes.tasks} sequential tasks", "tasks/s", ",.0f"),
     "b": (f"(b) {Sizes.runs} one-task runs", "runs/s", ",.0f"),
@@ -353,6 +346,7 @@ def main() -> int:
         help="an admin URL; the benchmark creates and drops its own databases beside it",
     )
     parser.add_argument("--skip-postgres", action="store_true")
+    add_prefix_option(parser)
     parser.add_argument("--peers-only", action="store_true", help="measure LangGraph and DBOS")
     parser.add_argument("--dbos-worker", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -373,6 +367,7 @@ def main() -> int:
         print("longcall has no workflows yet (App.run_workflow): measuring the peers only\n")
         with_longcall = False
     postgres = not args.skip_postgres
+    databases = BenchDatabases(args.pg, args.db_prefix) if postgres else None
 
     tmp = Path(tempfile.mkdtemp(prefix="longcall-bench-wf-"))
     # (library, store) -> how to measure one round on a fresh database.
@@ -383,7 +378,7 @@ def main() -> int:
         )
         if postgres:
             subjects["longcall", "PostgreSQL"] = lambda: measure_longcall(
-                _fresh_pg(args.pg, "bench_longcall"), sizes, "abc"
+                databases.fresh("longcall"), sizes, "abc"
             )
     subjects["LangGraph", "SQLite"] = lambda: measure_langgraph(
         tmp / f"{uuid.uuid4().hex}.db", sizes, "abc"
@@ -399,7 +394,7 @@ def main() -> int:
     subjects["DBOS", "SQLite"] = dbos_sqlite
     if postgres:
         subjects["DBOS", "PostgreSQL"] = lambda: measure_dbos(
-            _fresh_pg(args.pg, "bench_dbos"), sizes, "abc", tmp
+            databases.fresh("dbos"), sizes, "abc", tmp
         )
 
     samples: dict[tuple[str, str], list[Figures]] = {key: [] for key in subjects}
@@ -410,12 +405,8 @@ def main() -> int:
             print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if postgres:
-            import psycopg
-
-            with psycopg.connect(args.pg, autocommit=True) as conn:
-                for name in ("bench_longcall", "bench_dbos"):
-                    conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if databases is not None:
+            databases.drop_all()
 
     median: dict[tuple[str, str], Figures] = {
         key: {s: statistics.median(f[s] for f in got) for s in got[0]}

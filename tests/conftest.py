@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pg_cluster import ClusterUnavailable, ThrowawayCluster
+
 PG_ADMIN_URL = os.environ.get("LONGCALL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 # One template per test run, so runs sharing a server do not drop each other's.
 TEMPLATE = f"longcall_test_template_{os.getpid()}"
@@ -99,3 +101,23 @@ def db_url(request: pytest.FixtureRequest) -> str:
         store.close()
         return url
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def throwaway_pg() -> Iterator[ThrowawayCluster]:
+    """A PostgreSQL cluster of the test's own, which it may stop, crash and restart.
+
+    Never the machine's server nor ``LONGCALL_TEST_PG``'s: those are shared. Skips where
+    PostgreSQL's server binaries are missing, except under ``CI=true``, where it fails.
+    """
+    try:
+        cluster = ThrowawayCluster()
+    except ClusterUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but no throwaway PostgreSQL cluster can run here: {exc}")
+        pytest.skip(f"no throwaway PostgreSQL cluster: {exc}")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.remove()

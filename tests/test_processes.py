@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
 from longcall import App, Delivery, JobState
+from pg_cluster import ThrowawayCluster
 from procs import (
     LogFile,
     Proc,
@@ -243,43 +241,14 @@ def test_live_worker_keeps_its_claim_past_the_lease(db_url: str, tmp_path: Path)
 # -- PostgreSQL restarted under the resumers ---------------------------------------------
 
 
-def _pg_ctl(pg_url: str) -> list[str]:
-    """The pg_ctlcluster command for the local cluster under test, or skip (fail in CI)."""
-    reason = None
-    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
-    if shutil.which("pg_ctlcluster") is None or shutil.which("pg_isready") is None:
-        reason = "pg_ctlcluster / pg_isready are not installed"
-    elif len(versions) != 1 or not os.path.isdir(f"/etc/postgresql/{versions[0]}/main"):
-        reason = f"expected one local cluster named main under /etc/postgresql, found {versions}"
-    elif os.geteuid() != 0:
-        reason = "stopping PostgreSQL with pg_ctlcluster needs root"
-    elif urlsplit(pg_url).hostname not in ("127.0.0.1", "localhost"):
-        reason = f"the PostgreSQL under test is not local: {urlsplit(pg_url).hostname}"
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(f"CI=true but PostgreSQL cannot be restarted: {reason}")
-        pytest.skip(reason)
-    return ["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main"]
-
-
-def _pg_ready() -> bool:
-    probe = subprocess.run(
-        ["pg_isready", "-h", "127.0.0.1", "-t", "1"], capture_output=True, check=False
-    )
-    return probe.returncode == 0
-
-
-def _ensure_postgres_up(ctl: list[str]) -> None:
-    """Start the cluster unless it runs, and wait until it accepts connections."""
-    if not _pg_ready():
-        subprocess.run([*ctl, "start"], capture_output=True, check=False, timeout=120)
-    wait_for(_pg_ready, 120, "PostgreSQL to accept connections again", step=0.2)
-
-
 @pytest.mark.postgres
-def test_postgres_restart_mid_claims_loses_nothing(pg_url: str, tmp_path: Path) -> None:
-    """An immediate PostgreSQL restart mid-claims: resumers retry, every job delivered once."""
-    ctl = _pg_ctl(pg_url)
+def test_postgres_restart_mid_claims_loses_nothing(
+    throwaway_pg: ThrowawayCluster, tmp_path: Path
+) -> None:
+    """An immediate PostgreSQL restart mid-claims: resumers retry, every job delivered once.
+
+    The server that crashes is the test's own cluster, never the machine's."""
+    pg_url = throwaway_pg.create_database("restarted")
     app, agent = build_app(pg_url)
     try:
         job_ids = asyncio.run(seed(app, agent, sessions=32, turns=3))
@@ -310,19 +279,10 @@ def test_postgres_restart_mid_claims_loses_nothing(pg_url: str, tmp_path: Path) 
                 "the first deliveries",
                 step=0.01,
             )
-            try:
-                stopped = subprocess.run(
-                    [*ctl, "stop", "-m", "immediate"], capture_output=True, check=False, timeout=60
-                )
-                assert stopped.returncode == 0, stopped.stderr
-                delivered_at_stop = len(log_kind(read_log(*logs), "delivered"))
-                time.sleep(1.0)
-                started_again = subprocess.run(
-                    [*ctl, "start"], capture_output=True, check=False, timeout=120
-                )
-                assert started_again.returncode == 0, started_again.stderr
-            finally:
-                _ensure_postgres_up(ctl)
+            throwaway_pg.stop("immediate")
+            delivered_at_stop = len(log_kind(read_log(*logs), "delivered"))
+            time.sleep(1.0)
+            throwaway_pg.start()
             assert delivered_at_stop < total, "the restart came too late to hit any claim"
             wait_for(lambda: all_delivered(app, total), 150, "every job to be delivered")
             stop.touch()
