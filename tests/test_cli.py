@@ -73,7 +73,7 @@ def test_job_commands_complete_show_and_list(tmp_path: Path) -> None:
     runner = CliRunner()
     listed = runner.invoke(main, ["jobs", "list", "--database", url, "-o", "json"])
     assert listed.exit_code == 0
-    assert [j["job_id"] for j in json.loads(listed.output)] == ["export:csv"]
+    assert [j["jobId"] for j in json.loads(listed.output)] == ["export:csv"]
     progressed = runner.invoke(
         main, ["jobs", "progress", "export:csv", "--database", url, "--data", '{"pct": 50}']
     )

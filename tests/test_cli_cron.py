@@ -128,8 +128,8 @@ def test_add_checks_the_workflow_expression_and_input_and_stores_nothing_when_wr
     )
     assert got.exit_code == 0, got.output
     made = json.loads(got.stdout)
-    assert made["cron_id"].startswith("cron-") and made["name"] == "emea"
-    cron = app.crons.get(made["cron_id"])
+    assert made["cronId"].startswith("cron-") and made["name"] == "emea"
+    cron = app.crons.get(made["cronId"])
     assert (cron.workflow_id, cron.expression, cron.timezone) == (
         "report",
         "30 2 * * *",
@@ -166,7 +166,7 @@ def test_add_checks_the_workflow_expression_and_input_and_stores_nothing_when_wr
 
     unchecked = cli(app, "add", "elsewhere", "not-here", "@daily", "--no-check", "--paused")
     assert unchecked.exit_code == 0, unchecked.output
-    assert json.loads(unchecked.stdout)["workflow_id"] == "not-here"
+    assert json.loads(unchecked.stdout)["workflowId"] == "not-here"
     assert app.crons.get_by_name("elsewhere").paused is True
 
 
@@ -187,14 +187,14 @@ def test_list_and_show_tell_what_a_schedule_does(app: longcall.App) -> None:
     assert names("--paused") == ["a-paused"]
     assert names("--active", "--workflow", "ping") == ["b-first"]
     listed = json.loads(cli(app, "list", "--workflow", "ping", "--active").stdout)
-    assert (listed[0]["active_runs"], listed[0]["execution_count"]) == (1, 1)
+    assert (listed[0]["activeRunCount"], listed[0]["executionCount"]) == (1, 1)
 
     by_name = json.loads(cli(app, "show", "b-first").stdout)
-    by_id = json.loads(cli(app, "show", first["cron_id"]).stdout)
+    by_id = json.loads(cli(app, "show", first["cronId"]).stdout)
     assert by_name == by_id
-    assert by_name["active_runs"] == 1 and len(by_name["next_fire_times"]) == 5
-    assert [f["outcome"] for f in by_name["recent_fires"]] == ["triggered"]
-    assert by_name["next_fire_times"][0]["utc"].endswith(":00+00:00")
+    assert by_name["activeRunCount"] == 1 and len(by_name["nextFireTimes"]) == 5
+    assert [f["outcome"] for f in by_name["recentFires"]] == ["triggered"]
+    assert by_name["nextFireTimes"][0]["utc"].endswith(":00+00:00")
 
     wide = CliRunner(env={"COLUMNS": "200"})  # rich wraps tables to the terminal's width
     table = wide.invoke(main, ["cron", "show", "b-first", "--database", app.url, "-o", "table"])
@@ -219,7 +219,7 @@ def test_pause_resume_trigger_and_rm(app: longcall.App) -> None:
 
     fired = cli(app, "trigger", "nightly")
     assert fired.exit_code == 0, fired.output
-    run_id = json.loads(fired.stdout)["run_id"]
+    run_id = json.loads(fired.stdout)["runId"]
     assert app.store.get_run(run_id).status is longcall.RunStatus.QUEUED
     skipped = cli(app, "trigger", "nightly")
     assert skipped.exit_code == 5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import sqlite3
 import subprocess
@@ -221,7 +222,8 @@ def test_jobs_extend_moves_the_deadline_from_now(db_url: str) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["changed"] is True
-    assert before + 2700 - 5 <= data["job"]["deadline_at"] <= time.time() + 2700 + 5
+    deadline = dt.datetime.fromisoformat(data["job"]["deadlineAt"]).timestamp()
+    assert before + 2700 - 5 <= deadline <= time.time() + 2700 + 5
     with longcall.App(db_url) as app:
         assert app.job_events("export:csv")[-1].kind == "extended"
     text = cli(
@@ -369,7 +371,7 @@ def test_jobs_watch_all_prints_each_job_whose_row_changed(tmp_path: Path) -> Non
     proc = watch("--state", "started", "--timeout", "4s", url=url)
     try:
         lines: list[dict[str, Any]] = []
-        read_until(proc, lambda line: line["job_id"] == "export:csv", lines)
+        read_until(proc, lambda line: line["jobId"] == "export:csv", lines)
         with longcall.App(url) as app:
             app.complete("export:csv", {"rows": 2})
         out, err = proc.communicate(timeout=30)
@@ -378,7 +380,7 @@ def test_jobs_watch_all_prints_each_job_whose_row_changed(tmp_path: Path) -> Non
             proc.kill()
     assert proc.returncode == 0, err
     lines += [json.loads(raw) for raw in out.splitlines()]
-    assert [(line["job_id"], line["state"]) for line in lines] == [
+    assert [(line["jobId"], line["state"]) for line in lines] == [
         ("export:csv", "started"),
         ("export:csv", "succeeded"),
     ]

@@ -4,7 +4,6 @@ commands share (exit codes, options, opening the App) in :mod:`longcall.cli_supp
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import signal
 import sys
@@ -22,16 +21,21 @@ from longcall.cli_support import (
     EXIT_DATABASE,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
+    LongcallGroup,
     database_option,
+    duration,
     emit,
     json_arg,
+    load_object,
+    local_time,
     open_app,
     output_option,
 )
 from longcall.errors import LongcallError, StoreError
+from longcall.shapes import iso
 
 
-@click.group(epilog=EXIT_CODES)
+@click.group(cls=LongcallGroup, epilog=EXIT_CODES)
 @click.version_option(package_name="longcall")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
 def main(verbose: int) -> None:
@@ -184,29 +188,15 @@ def migrate(database: str, check: bool) -> None:
         store.close()
 
 
-def _load(spec: str, what: str) -> Any:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise click.BadParameter(f"{what} must look like package.module:name, not {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError as exc:
-        raise click.BadParameter(f"{module_name!r} has no {attr!r}") from exc
-
-
 def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     """The user's App and AgentRunner (or a function of the App returning one)."""
     from longcall.agents import AgentRunner
     from longcall.app import App
 
-    app = _load(app_spec, "--app")
+    app = load_object(app_spec, "--app")
     if not isinstance(app, App):
         raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
-    agent = _load(agent_spec, "--agent")
+    agent = load_object(agent_spec, "--agent")
     if not isinstance(agent, AgentRunner) and callable(agent):
         agent = agent(app)
     if not isinstance(agent, AgentRunner):
@@ -230,8 +220,12 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     help="Your AgentRunner (or a function of the App returning one), as "
     "package.module:name (env LONGCALL_AGENT); without it, no deliveries to an agent.",
 )
-@click.option("--lease", default="60s", show_default=True, help="Claim and session lease.")
-@click.option("--poll", default="1s", show_default=True, help="Polling interval.")
+@click.option(
+    "--lease", default="60s", show_default=True, callback=duration, help="Claim and session lease."
+)
+@click.option(
+    "--poll", default="1s", show_default=True, callback=duration, help="Polling interval."
+)
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 1000),
@@ -239,7 +233,9 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     show_default=True,
     help="Background runs executed at once.",
 )
-def worker(app_spec: str, agent_spec: str | None, lease: str, poll: str, concurrency: int) -> None:
+def worker(
+    app_spec: str, agent_spec: str | None, lease: float, poll: float, concurrency: int
+) -> None:
     """Run the worker loops until SIGTERM: deliveries to the agent, deadlines, submissions,
     and the background runs of the App's workflows."""
     from longcall.app import App
@@ -248,7 +244,7 @@ def worker(app_spec: str, agent_spec: str | None, lease: str, poll: str, concurr
         app, agent = _load_app_and_agent(app_spec, agent_spec)
         options: dict[str, Any] = {"lease": lease, "poll_interval": poll}
     else:
-        app, agent, options = _load(app_spec, "--app"), None, {}
+        app, agent, options = load_object(app_spec, "--app"), None, {}
         if not isinstance(app, App):
             raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
         if not app.workflows.registry:
@@ -288,6 +284,7 @@ main.add_command(cron)
     envvar="LONGCALL_WEBHOOK_TOLERANCE",
     default="5m",
     show_default=True,
+    callback=duration,
     help="How old a signed delivery may be.",
 )
 @click.option(
@@ -309,7 +306,7 @@ def serve(
     database: str,
     host: str,
     port: int,
-    tolerance: str,
+    tolerance: float,
     app_spec: str | None,
     agent_spec: str | None,
     no_worker: bool,
@@ -320,28 +317,43 @@ def serve(
         from longcall.server.app import Settings
     except ImportError as exc:
         raise click.UsageError(str(exc)) from exc
-    from longcall.jobs import parse_duration
 
     if agent_spec and not app_spec:
         raise click.UsageError("--agent needs --app (the App whose tools the agent calls)")
-    settings = Settings(tolerance=parse_duration(tolerance))
+    settings = Settings(tolerance=tolerance)
     if app_spec:
         from longcall.app import App
 
         if agent_spec:
             app, agent = _load_app_and_agent(app_spec, agent_spec)
         else:
-            app, agent = _load(app_spec, "--app"), None
+            app, agent = load_object(app_spec, "--app"), None
             if not isinstance(app, App):
                 raise click.BadParameter(f"{app_spec} is not a longcall.App")
     else:
         app, agent = None, None
 
+    try:
+        listening = runner.listen(host, port)
+    except OSError as exc:
+        raise click.UsageError(f"cannot serve on {host}:{port}: {exc}") from exc
+
     async def run(app: Any) -> None:
-        where = "with the worker loops" if agent is not None and not no_worker else "API only"
-        click.echo(f"longcall serving {app.url} on http://{host}:{port}, {where}", err=True)
+        loops = runner.worker_duties(app, agent) if not no_worker else []
+        where = "; worker: " + ", ".join(loops) if loops else "; no worker loops"
+        bound = listening.getsockname()
+        click.echo(
+            f"longcall serving {app.url} on http://{host}:{bound[1]}: API and dashboard{where}",
+            err=True,
+        )
         await runner.serve(
-            app, agent=agent, worker=not no_worker, settings=settings, host=host, port=port
+            app,
+            agent=agent,
+            worker=not no_worker,
+            settings=settings,
+            host=host,
+            port=bound[1],
+            sockets=[listening],
         )
 
     # uvicorn raises the signal again after draining, under the handler it found: this one,
@@ -455,11 +467,13 @@ def hooks_list(database: str, output: str | None) -> None:
     """List sources and their secret ids (never the secrets)."""
     with open_app(database, migrate=False) as app:
         found = app.store.hook_secrets()
-    data = [{"source": s.source, "secretId": s.secret_id, "createdAt": s.created_at} for s in found]
+    data = [
+        {"source": s.source, "secretId": s.secret_id, "createdAt": iso(s.created_at)} for s in found
+    ]
 
     def table() -> None:
-        for item in data:
-            click.echo(f"{item['source']}\t{item['secretId']}")
+        for s in found:
+            click.echo(f"{s.source}\t{s.secret_id}\t{local_time(s.created_at)}")
 
     emit(data, output, table)
 
@@ -479,9 +493,10 @@ def hooks_retire(database: str, source: str, secret_id: str) -> None:
 
 @hooks.command("sign")
 @database_option
+@output_option
 @click.argument("source")
 @click.option("--body", required=True, help="The JSON body to sign, exactly as it will be sent.")
-def hooks_sign(database: str, source: str, body: str) -> None:
+def hooks_sign(database: str, output: str | None, source: str, body: str) -> None:
     """Print the headers of a test delivery to SOURCE, signed with its newest secret."""
     from longcall.webhooks import sign
 
@@ -491,8 +506,12 @@ def hooks_sign(database: str, source: str, body: str) -> None:
     if not secrets:
         click.echo(f"error: no secret for {source!r}; run `longcall hooks add {source}`", err=True)
         sys.exit(EXIT_NOT_FOUND)
-    for name, value in sign(body.encode(), secrets[-1].secret).items():
-        click.echo(f"{name}: {value}")
+    headers = sign(body.encode(), secrets[-1].secret)
+    emit(
+        headers,
+        output,
+        lambda: click.echo("\n".join(f"{name}: {value}" for name, value in headers.items())),
+    )
 
 
 @main.group()

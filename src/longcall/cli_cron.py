@@ -14,7 +14,6 @@ import datetime as dt
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -38,11 +37,12 @@ from longcall.errors import (
     StoreError,
     WorkflowNotFound,
 )
+from longcall.shapes import cron_json, fire_json, zoned_times
 from longcall.store.cron import ConcurrencyPolicy, MisfirePolicy
 
 if TYPE_CHECKING:
     from longcall.app import App
-    from longcall.store.cron import Cron, CronFire
+    from longcall.store.cron import Cron
 
 NEXT_TIMES = 5
 # The table of `cron list`; "active" counts runs queued, running or waiting, "runs" all started.
@@ -79,31 +79,6 @@ def cron() -> None:
     3 no such schedule or workflow; 5 the name is taken, or a trigger skipped because a
     run of the schedule is active.
     """
-
-
-def cron_dict(cron: Cron) -> dict[str, Any]:
-    data = asdict(cron)
-    data["concurrency_policy"] = cron.concurrency_policy.value
-    data["misfire_policy"] = cron.misfire_policy.value
-    return data
-
-
-def fire_dict(fire: CronFire) -> dict[str, Any]:
-    data = asdict(fire)
-    data["outcome"] = fire.outcome.value
-    return data
-
-
-def fire_times(times: list[float], timezone: str) -> list[dict[str, str]]:
-    """Fire times (UTC epoch seconds) as ISO 8601 in the zone and in UTC."""
-    zone = ZoneInfo(timezone)
-    return [
-        {
-            "local": dt.datetime.fromtimestamp(at, zone).isoformat(),
-            "utc": dt.datetime.fromtimestamp(at, dt.UTC).isoformat(),
-        }
-        for at in times
-    ]
 
 
 def local(at: float | None, timezone: str) -> str:
@@ -221,7 +196,7 @@ def cron_add(
     else:
         raise click.UsageError("give --app to check the workflow (or --no-check and --database)")
     emit(
-        cron_dict(made),
+        cron_json(made, 0),
         output,
         lambda: click.echo(
             f"{made.cron_id} ({made.name}): next at {local(made.next_fire_at, made.timezone)}"
@@ -242,7 +217,7 @@ def _add_checked(
     import pydantic
 
     from longcall.app import App
-    from longcall.cli import _load
+    from longcall.cli_support import load_object as _load
     from longcall.workflows.cron import parse
 
     app = _load(app_spec, "--app")
@@ -287,7 +262,7 @@ def cron_list(
     with open_app(database) as app:
         found = app.crons.list(workflow_id=workflow_id, paused=paused, user_id=user_id, limit=limit)
         active = {c.cron_id: app.crons.active_runs(c.cron_id) for c in found}
-    rows = [{**cron_dict(c), "active_runs": active[c.cron_id]} for c in found]
+    rows = [cron_json(c, active[c.cron_id]) for c in found]
 
     def table() -> None:
         from rich.console import Console
@@ -326,10 +301,9 @@ def cron_show(database: str, output: str | None, ref: str) -> None:
         except CronValidationError:  # a zone this host does not know
             upcoming = []
     data = {
-        **cron_dict(found),
-        "active_runs": active,
-        "next_fire_times": fire_times(upcoming, found.timezone) if upcoming else [],
-        "recent_fires": [fire_dict(f) for f in fires],
+        **cron_json(found, active),
+        "nextFireTimes": zoned_times(upcoming, found.timezone),
+        "recentFires": [fire_json(f) for f in fires],
     }
 
     def table() -> None:
@@ -341,7 +315,7 @@ def cron_show(database: str, output: str | None, ref: str) -> None:
         def line(key: str, value: Any) -> None:
             console.print(f"[bold]{key:>14}[/bold]  {escape(str(value))}", highlight=False)
 
-        for key in ("cron_id", "name", "workflow_id", "expression", "timezone", "user_id"):
+        for key in ("cronId", "name", "workflowId", "cronExpression", "timezone", "userId"):
             if data[key] is not None:
                 line(key, data[key])
         line("input", data["input"])
@@ -363,10 +337,11 @@ def cron_show(database: str, output: str | None, ref: str) -> None:
 def _set_paused(database: str, output: str | None, ref: str, paused: bool) -> None:
     with open_app(database) as app, refusals():
         changed = app.crons.update(find(app, ref).cron_id, paused=paused)
+        active = app.crons.active_runs(changed.cron_id)
     state = (
         "paused" if paused else f"active; next at {local(changed.next_fire_at, changed.timezone)}"
     )
-    emit(cron_dict(changed), output, lambda: click.echo(f"{changed.name}: {state}"))
+    emit(cron_json(changed, active), output, lambda: click.echo(f"{changed.name}: {state}"))
 
 
 @cron.command("pause")
@@ -399,7 +374,7 @@ def cron_trigger(database: str, output: str | None, force: bool, ref: str) -> No
         found = find(app, ref)
         fire = app.crons.trigger(found.cron_id, force=force)
     said = f"run {fire.run_id} queued" if fire.run_id else "skipped: a run of it is active"
-    emit(fire_dict(fire), output, lambda: click.echo(f"{found.name}: {said}"))
+    emit(fire_json(fire), output, lambda: click.echo(f"{found.name}: {said}"))
     if not fire.outcome.started:
         sys.exit(EXIT_CONFLICT)
 
@@ -456,7 +431,7 @@ def cron_preview(
             after = after.replace(tzinfo=parse(expression, timezone).zone)
         start = time.time() if after is None else after.timestamp()
         times = preview(expression, timezone, count=count, after=start)
-    found = fire_times(times, timezone)
+    found = zoned_times(times, timezone)
 
     def table() -> None:
         for at in found:

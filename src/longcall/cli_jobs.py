@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
 from typing import Any
 
 import click
@@ -15,11 +14,13 @@ from longcall.cli_support import (
     database_option,
     duration,
     emit,
-    job_dict,
     json_arg,
+    local_time,
     open_app,
     output_option,
+    readable,
 )
+from longcall.shapes import job_event_json, job_json
 
 
 @click.group()
@@ -59,7 +60,7 @@ def jobs_list(
         from rich.console import Console
         from rich.table import Table
 
-        t = Table("job", "tool", "state", "delivery", "session", "call")
+        t = Table("job", "tool", "state", "delivery", "session", "call", "updated")
         for job in found:
             t.add_row(
                 job.job_id,
@@ -68,10 +69,11 @@ def jobs_list(
                 job.delivery.value,
                 job.session_id or "",
                 job.call_id or "",
+                local_time(job.updated_at),
             )
         Console().print(t)
 
-    emit([job_dict(j) for j in found], output, table)
+    emit([job_json(j) for j in found], output, table)
 
 
 @jobs.command("show")
@@ -83,23 +85,25 @@ def jobs_show(database: str, output: str | None, job_id: str) -> None:
     with open_app(database) as app:
         job = app.get_job(job_id)
         events = app.job_events(job_id)
-    data = {**job_dict(job), "events": [asdict(e) for e in events]}
+    data = {**job_json(job), "events": [job_event_json(e) for e in events]}
 
     def table() -> None:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console()
-        for key, value in job_dict(job).items():
+        for key, value in readable(job_json(job)).items():
             if value is not None:
-                console.print(f"[bold]{key:>14}[/bold]  {value}", highlight=False)
+                console.print(f"[bold]{key:>16}[/bold]  {escape(str(value))}", highlight=False)
         for event in events:
-            console.print(f"{'event':>14}  #{event.seq} {event.kind} {event.data}", highlight=False)
+            line = f"#{event.seq} {local_time(event.created_at)} {event.kind} {event.data}"
+            console.print(f"[bold]{'event':>16}[/bold]  {escape(line)}", highlight=False)
 
     emit(data, output, table)
 
 
 def _finish(outcome: Any, output: str | None, strict: bool) -> None:
-    data = {"changed": outcome.changed, "job": job_dict(outcome.job)}
+    data = {"changed": outcome.changed, "job": job_json(outcome.job)}
     emit(
         data,
         output,
@@ -174,7 +178,7 @@ def jobs_progress(
     if job is None:
         click.echo(f"{job_id} has finished already; progress ignored", err=True)
         sys.exit(EXIT_CONFLICT)
-    emit(job_dict(job), output, lambda: click.echo(f"{job_id}: progress #{job.progress_seq}"))
+    emit(job_json(job), output, lambda: click.echo(f"{job_id}: progress #{job.progress_seq}"))
 
 
 @jobs.command("extend")
@@ -204,7 +208,7 @@ def jobs_extend(database: str, output: str | None, job_id: str, deadline: float)
             )
             sys.exit(EXIT_CONFLICT)
     emit(
-        {"changed": True, "job": job_dict(job)},
+        {"changed": True, "job": job_json(job)},
         output,
         lambda: click.echo(
             f"{job_id}: deadline {_when(job.deadline_at)} (in {describe_duration(deadline)})"
@@ -286,9 +290,9 @@ def jobs_watch(
         job, event = seen.job, seen.event
         if as_json:
             if event is not None:
-                line = {"type": "event", **asdict(event)}
+                line = {"type": "event", **job_event_json(event)}
             else:
-                line = {"type": "job", **job_dict(job)}
+                line = {"type": "job", **job_json(job)}
             click.echo(json.dumps(line, default=str))
         elif event is not None:
             stamp = _when(event.created_at, seconds_only=True)

@@ -10,16 +10,31 @@ extending a finished job).
 
 from __future__ import annotations
 
+import datetime as dt
+import importlib
 import json
+import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import click
 
-from longcall.errors import ConfigError, JobNotFound, SchemaError, StoreError
+from longcall.errors import (
+    AttachConflict,
+    ConfigError,
+    CronConflict,
+    CronNotFound,
+    JobNotFound,
+    LongcallError,
+    RunNotFound,
+    RunStateError,
+    SchemaError,
+    StoreError,
+    WorkflowNotFound,
+)
 
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
@@ -29,9 +44,9 @@ EXIT_CONFLICT = 5
 EXIT_CODES = f"""\b
 Exit codes:
   0  done
-  {EXIT_CHECK_FAILED}  a check failed (demo, doctor, migrate --check, jobs watch)
+  {EXIT_CHECK_FAILED}  a check failed (demo, doctor, migrate --check, jobs watch), or a bug
   {EXIT_USAGE}  bad usage: an option, a database URL that cannot work, a missing extra
-  {EXIT_NOT_FOUND}  no such job, webhook source or token
+  {EXIT_NOT_FOUND}  no such job, run, workflow, schedule, webhook source or token
   {EXIT_DATABASE}  the database is unreachable, or its schema is not this version's
   {EXIT_CONFLICT}  the job's state refuses the request (finished already, with --strict)
 """
@@ -111,8 +126,82 @@ def emit(data: Any, output: str | None, table: Callable[[], None]) -> None:
         table()
 
 
-def job_dict(job: Any) -> dict[str, Any]:
-    data = asdict(job)
-    data["state"] = job.state.value
-    data["delivery"] = job.delivery.value
-    return data
+def local_time(timestamp: float | None) -> str:
+    """An epoch time for a table: this machine's local time to the second, with its zone."""
+    if timestamp is None:
+        return "—"
+    return dt.datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def readable(data: dict[str, Any]) -> dict[str, Any]:
+    """A JSON shape (:mod:`longcall.shapes`) for a table: its times (``…At``) in local time."""
+    return {
+        key: local_time(dt.datetime.fromisoformat(value).timestamp())
+        if key.endswith("At") and isinstance(value, str)
+        else value
+        for key, value in data.items()
+    }
+
+
+class LongcallGroup(click.Group):
+    """The ``longcall`` group: an error a command did not handle becomes one line on stderr
+    and the documented exit code, never a traceback (``-vv`` shows the traceback of a bug)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            code, message = _exit_for(exc)
+            if code is None:
+                if logging.getLogger().isEnabledFor(logging.DEBUG):
+                    raise
+                message += " (a bug in longcall: run with -vv for the traceback and report it)"
+                code = EXIT_CHECK_FAILED
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(code)
+
+
+def _exit_for(exc: Exception) -> tuple[int | None, str]:
+    """The exit code and the line for an error no command handled; None for a bug."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, JobNotFound | RunNotFound | WorkflowNotFound | CronNotFound):
+        return EXIT_NOT_FOUND, message
+    if isinstance(exc, StoreError):
+        return EXIT_DATABASE, message
+    if isinstance(exc, AttachConflict | RunStateError | CronConflict):
+        return EXIT_CONFLICT, message
+    # A URL that cannot work, a missing extra, or a request longcall refused as it stands.
+    if isinstance(exc, LongcallError | ImportError):
+        return EXIT_USAGE, message
+    return None, f"{type(exc).__name__}: {message}"
+
+
+def load_object(spec: str, what: str) -> Any:
+    """The object ``package.module:name`` names, imported from the current directory first
+    (as uvicorn and ``adk`` do), so ``--app myproject.agent:app`` works from the project's
+    folder without PYTHONPATH. A module whose import fails is a bad parameter, except for
+    longcall's own errors (an unreachable database in ``App(...)``), which keep their code."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise click.BadParameter(f"{what} must look like package.module:name, not {spec!r}")
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except LongcallError:
+        raise
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import {module_name!r}: {exc}", param_hint=what) from exc
+    except Exception as exc:
+        raise click.BadParameter(
+            f"importing {module_name!r} raised {type(exc).__name__}: {exc}"
+            f" (python -c 'import {module_name}' shows the traceback)",
+            param_hint=what,
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise click.BadParameter(f"{module_name!r} has no {attr!r}", param_hint=what) from None

@@ -30,12 +30,10 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import datetime as dt
 import json
 import math
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
-from zoneinfo import ZoneInfo
 
 import pydantic
 from starlette.requests import Request
@@ -52,8 +50,9 @@ from longcall.errors import (
 )
 from longcall.server.auth import Principal
 from longcall.server.errors import error
-from longcall.server.jobs import Handler, _Body, authorized, body_of, iso, whole_number
-from longcall.store.cron import ConcurrencyPolicy, Cron, CronFire, MisfirePolicy
+from longcall.server.jobs import Handler, _Body, authorized, body_of, whole_number
+from longcall.shapes import cron_json, fire_json, iso, zoned_times
+from longcall.store.cron import ConcurrencyPolicy, Cron, MisfirePolicy
 from longcall.workflows.cron import MAX_CATCH_UP, parse
 
 NEXT_TIMES = 5  # fire times a schedule's details show
@@ -63,38 +62,6 @@ RECENT_FIRES = 20  # claimed occurrences a schedule's details show
 # -- JSON shapes ------------------------------------------------------------------------------
 
 
-def cron_json(cron: Cron, active_runs: int) -> dict[str, Any]:
-    """A schedule as the API lists it (camelCase, ISO 8601 times in UTC)."""
-    return {
-        "cronId": cron.cron_id,
-        "name": cron.name,
-        "workflowId": cron.workflow_id,
-        "cronExpression": cron.expression,
-        "timezone": cron.timezone,
-        "input": cron.input,
-        "concurrencyPolicy": cron.concurrency_policy.value,
-        "misfirePolicy": cron.misfire_policy.value,
-        "catchUpMax": cron.catch_up_max,
-        "paused": cron.paused,
-        "nextFireAt": iso(cron.next_fire_at),
-        "lastFireAt": iso(cron.last_fire_at),
-        "executionCount": cron.execution_count,
-        "activeRunCount": active_runs,
-        "userId": cron.user_id,
-        "createdAt": iso(cron.created_at),
-        "updatedAt": iso(cron.updated_at),
-    }
-
-
-def fire_json(fire: CronFire) -> dict[str, Any]:
-    return {
-        "fireAt": iso(fire.fire_at),
-        "outcome": fire.outcome.value,
-        "runId": fire.run_id,
-        "createdAt": iso(fire.created_at),
-    }
-
-
 def next_times(app: App, cron: Cron) -> list[dict[str, str]]:
     """The expression's next fire times after now, in the schedule's zone and in UTC (none
     when this host cannot evaluate the schedule, its zone unknown here, say)."""
@@ -102,14 +69,7 @@ def next_times(app: App, cron: Cron) -> list[dict[str, str]]:
         found = app.crons.preview(cron.expression, cron.timezone, count=NEXT_TIMES)
     except CronValidationError:
         return []
-    zone = ZoneInfo(cron.timezone)
-    return [
-        {
-            "local": dt.datetime.fromtimestamp(at, zone).isoformat(),
-            "utc": dt.datetime.fromtimestamp(at, dt.UTC).isoformat(),
-        }
-        for at in found
-    ]
+    return zoned_times(found, cron.timezone)
 
 
 def last_execution(app: App, cron: Cron) -> dict[str, Any] | None:

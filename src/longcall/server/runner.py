@@ -65,6 +65,39 @@ def build(
     return Server(web, config)
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for :func:`serve`, bound before anything is announced,
+    so that a port in use or an address that is not this host's fails with the reason."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise OSError(f"cannot resolve the address {host!r}: {exc.strerror}") from exc
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.strerror or str(exc)) from exc
+    return sock
+
+
+def worker_duties(app: App, agent: AgentRunner | None) -> list[str]:
+    """What the worker loops beside the server do for ``app``; empty when there is nothing
+    for them (no agent to resume and no workflow whose background runs to execute), and
+    then they do not run at all."""
+    workflows = sorted(app.workflows.registry)
+    if agent is None and not workflows:
+        return []
+    duties = ["deliveries to the agent"] if agent is not None else []
+    duties += ["deadlines", "tool submissions and cancel hooks"]
+    if workflows:
+        duties += [f"background runs of {', '.join(workflows)}", "cron schedules"]
+    return duties
+
+
 async def serve(
     app: App,
     *,
@@ -87,10 +120,7 @@ async def serve(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
     )
-    # The worker loops run here when there is something for them: an agent to resume, or
-    # workflows whose background runs to execute.
-    busy = agent is not None or bool(app.workflows.registry)
-    loops = app.worker(agent) if worker and busy else None
+    loops = app.worker(agent) if worker and worker_duties(app, agent) else None
     if loops is not None:
         # The API wakes this process's scheduler when a schedule changes.
         server.web.state.scheduler = loops.scheduler

@@ -145,6 +145,18 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     plan_once(conn)
 
 
+def _first_connection(conninfo: str, timeout: float) -> None:
+    """Connect once before the pool does, so that a server which cannot be used says why at
+    once: the pool would retry in the background and answer only "no connection after 5 s",
+    with PostgreSQL's reason (no such database, an unknown role, a bad password, a refused
+    connection) left in a log line. Later failures are retried as before."""
+    try:
+        psycopg.connect(conninfo, connect_timeout=max(1, int(timeout))).close()
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split())  # libpq's message spans lines
+        raise StoreUnavailable(f"cannot connect to PostgreSQL: {reason}") from exc
+
+
 def split_url(url: str) -> tuple[str, dict[str, str]]:
     """Separate longcall's own settings (``pool_size``) from the libpq connection URL."""
     parts = urlsplit(url)
@@ -184,6 +196,7 @@ class PostgresStore(Store):
         if size < 1:
             raise ConfigError("pool_size must be at least 1")
         self._retry_for = retry_for
+        _first_connection(self.conninfo, connect_timeout)
         self.pool = _ReusingPool(
             self.conninfo,
             min_size=1,

@@ -155,7 +155,7 @@ class SqliteStore(Store):
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+            raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
         self._local.conn = conn
         with self._lock:
             self._all.append(conn)
@@ -170,7 +170,10 @@ class SqliteStore(Store):
                 conn.execute("PRAGMA journal_mode = WAL")
                 return
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > give_up_at:
+                if not _is_busy(exc):
+                    conn.close()
+                    raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
+                if time.monotonic() > give_up_at:
                     conn.close()
                     raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
                 time.sleep(0.005 * (1 + random.random()))
@@ -332,6 +335,16 @@ class SqliteStore(Store):
                 conn.close()
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc)
-    return "locked" in text or "busy" in text
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _cannot_open(path: str, exc: sqlite3.Error) -> str:
+    """Why the file cannot be used, with the fix when it is a matter of permissions."""
+    reason = f"cannot open SQLite database {path!r}: {exc}"
+    if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN):
+        reason += (
+            " (the file or its folder is read-only or missing: longcall writes the file and"
+            " creates its -wal and -shm files beside it)"
+        )
+    return reason
