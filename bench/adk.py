@@ -263,7 +263,7 @@ async def completion_to_resume(args: argparse.Namespace, kind: str, directory: P
             if i >= args.warmup:
                 latencies.append(reached - start)
             await delivered(app, job_id)
-        stats = dict(worker.resumer.stats)
+        stats = dict(worker.deliverer.stats)
     finally:
         worker.stop()
         await running

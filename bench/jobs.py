@@ -71,7 +71,7 @@ def longcall_lifecycle(url: str, jobs: int, threads: int) -> float:
 
     def run(share: int, prefix: str) -> None:
         loop = asyncio.new_event_loop()
-        resumer = app.resumer(agent, batch=BATCH)
+        resumer = app.deliverer(agent, batch=BATCH)
         try:
             for start in range(0, share, BATCH):
                 ids = []

@@ -19,7 +19,7 @@ default SQLite journal and synchronous, every step recorded before the next one 
     from the call that starts a new run, which runs until the workflow is suspended
     waiting for input, through the call that hands it the answer, to the run's result.
       longcall   app.run_workflow("approve", 1) (status waiting_input) then
-                 app.resume(run_id, {...}) (status completed);
+                 app.answer(run_id, {...}) (status completed);
       LangGraph  approve.invoke(1, config) (returns the __interrupt__) then
                  approve.invoke(Command(resume={...}), config);
       DBOS       DBOS.start_workflow(approve, 1), waiting until the workflow is parked in
@@ -164,7 +164,7 @@ def measure_longcall(url: str, sizes: Sizes, scenarios: str) -> Figures:
     def trip() -> None:
         run = app.run_workflow("approve", 1)
         assert run.status == "waiting_input", run.status
-        done = app.resume(run.run_id, {"interrupt-1": {"approved": True}})
+        done = app.answer(run.run_id, {"interrupt-1": {"approved": True}})
         assert done.status == "completed" and done.result is True, (done.status, done.result)
 
     try:

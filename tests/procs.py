@@ -3,7 +3,7 @@
 Run by path: ``python tests/procs.py --url URL --log FILE [options]``. It builds an
 :class:`~longcall.App` on ``URL`` with the same tool and scripted agent the tests seed jobs
 with (:func:`build_app`), wraps the agent in a :class:`Recorder` and runs a
-:class:`~longcall.resumer.Resumer` (``--mode resumer``) or a :class:`~longcall.worker.Worker`
+:class:`~longcall.delivery.Deliverer` (``--mode resumer``) or a :class:`~longcall.worker.Worker`
 (``--mode worker``, which also stops on SIGTERM) until ``--stop-file`` exists or
 ``--max-seconds`` pass.
 
@@ -255,7 +255,7 @@ async def _run(args: argparse.Namespace, log: LogFile) -> Counter[str]:
             "poll_interval": args.poll,
         }
         if args.mode == "resumer":
-            resumer = app.resumer(recorder, **options)
+            resumer = app.deliverer(recorder, **options)
             stop = asyncio.Event()
             watcher = asyncio.create_task(_watch(stop.set, args.stop_file, args.max_seconds))
             await resumer.run(stop)
@@ -271,7 +271,7 @@ async def _run(args: argparse.Namespace, log: LogFile) -> Counter[str]:
         watcher = asyncio.create_task(_watch(worker.stop, args.stop_file, args.max_seconds))
         await worker.run()
         watcher.cancel()
-        return worker.resumer.stats
+        return worker.deliverer.stats
     finally:
         await asyncio.to_thread(app.close)
 

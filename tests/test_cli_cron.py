@@ -1,4 +1,4 @@
-"""``longcall cron``: add (with --app or --no-check), list, show, pause, resume, trigger, rm and
+"""``longcall cron``: add (with --app or --no-check), list, show, pause, unpause, trigger, rm and
 preview, with exit codes.
 
 ``add --app test_cli_cron:APP`` loads this module's ``APP``, which each call sets to a new App
@@ -207,15 +207,20 @@ def test_list_and_show_tell_what_a_schedule_does(app: longcall.App) -> None:
     assert missing.exit_code == 3 and "no cron schedule with id 'nope'" in missing.output
 
 
-def test_pause_resume_trigger_and_rm(app: longcall.App) -> None:
-    """pause and resume flip the schedule; trigger starts a run, then exits 5 while that run
+def test_pause_unpause_trigger_and_rm(app: longcall.App) -> None:
+    """pause and unpause flip the schedule; trigger starts a run, then exits 5 while that run
     is active unless --force; rm deletes it (its runs stay) and exits 3 the second time."""
     added(app, "nightly")
     paused = cli(app, "pause", "nightly")
     assert paused.exit_code == 0 and json.loads(paused.stdout)["paused"] is True
     assert app.crons.get_by_name("nightly").paused is True
-    resumed = cli(app, "resume", "nightly")
-    assert resumed.exit_code == 0 and json.loads(resumed.stdout)["paused"] is False
+    unpaused = cli(app, "unpause", "nightly")
+    assert unpaused.exit_code == 0 and json.loads(unpaused.stdout)["paused"] is False
+    paused_again = cli(app, "pause", "nightly")
+    assert paused_again.exit_code == 0 and json.loads(paused_again.stdout)["paused"] is True
+    old_name = cli(app, "resume", "nightly")  # the old name, for one release
+    assert old_name.exit_code == 0 and json.loads(old_name.stdout)["paused"] is False
+    assert "deprecated" in old_name.stderr and "cron unpause" in old_name.stderr
 
     fired = cli(app, "trigger", "nightly")
     assert fired.exit_code == 0, fired.output

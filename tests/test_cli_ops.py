@@ -351,7 +351,7 @@ def test_jobs_watch_follows_one_job_until_it_is_delivered(db_url: str) -> None:
             read_until(proc, lambda line: line["type"] == "job", lines)
             completer.join()
             assert (lines[-1]["state"], lines[-1]["delivery"]) == ("succeeded", "ready")
-            assert asyncio.run(app.resumer(agent).run_once()) == 1
+            assert asyncio.run(app.deliverer(agent).run_once()) == 1
             out, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
@@ -408,6 +408,37 @@ def test_jobs_watch_bad_input_and_timeouts_exit_with_their_code(
     assert message in result.output
     with longcall.App(url) as app:
         assert app.get_job("export:csv") == before
+
+
+def test_jobs_watch_of_a_job_with_no_session_says_why_and_ends_when_it_finishes(
+    tmp_path: Path,
+) -> None:
+    """watch JOB on a job no session is attached to says so once on stderr, then exits 1 as
+    soon as the job finishes (at once when it had finished already)."""
+    url = f"sqlite:///{tmp_path / 'watch.db'}"
+    start_export(url)
+    proc = watch("export:csv", "--timeout", "60s", url=url)
+    try:
+        lines: list[dict[str, Any]] = []
+        read_until(proc, lambda line: line["type"] == "job", lines)
+        with longcall.App(url) as app:
+            app.complete("export:csv", {"rows": 2})
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert err.splitlines() == [
+        "export:csv has no session, so no agent will be given its result unless it is "
+        "attached; the watch ends when the job finishes (exit 1 if still unattached)"
+    ]
+    lines += [json.loads(raw) for raw in out.splitlines()]
+    states = [(line["state"], line["delivery"]) for line in lines if line["type"] == "job"]
+    assert states == [("started", "none"), ("succeeded", "none")]
+
+    again = cli("jobs", "watch", "export:csv", "--database", url, "-o", "table")
+    assert again.exit_code == 1
+    assert again.output.count("has no session") == 1 and "succeeded, delivery none" in again.output
 
 
 def test_jobs_watch_until_finished_stops_without_a_delivery(tmp_path: Path) -> None:

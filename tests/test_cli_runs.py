@@ -1,4 +1,4 @@
-"""``longcall runs``: submit with --app, list, show, watch, cancel and resume, with exit codes.
+"""``longcall runs``: submit with --app, list, show, watch, cancel and answer, with exit codes.
 
 ``submit --app test_cli_runs:APP`` loads this module's ``APP``, which each test sets to a new
 App on its own database (the command closes the App it loaded).
@@ -68,7 +68,7 @@ def cli(app: longcall.App, *args: str) -> Result:
 def submitted(app: longcall.App, *args: str) -> str:
     got = cli(app, "submit", *args)
     assert got.exit_code == 0, got.output
-    return str(json.loads(got.stdout)["run"]["run_id"])
+    return str(json.loads(got.stdout)["run"]["runId"])
 
 
 def test_submit_checks_the_workflow_and_input_and_is_idempotent(app: longcall.App) -> None:
@@ -81,12 +81,12 @@ def test_submit_checks_the_workflow_and_input_and_is_idempotent(app: longcall.Ap
     assert got.exit_code == 0, got.output
     first = json.loads(got.stdout)
     assert first["created"] is True and first["run"]["status"] == "queued"
-    run = app.store.get_run(first["run"]["run_id"])
+    run = app.store.get_run(first["run"]["runId"])
     assert (run.user_id, run.input) == ("alice", {"order_id": "o-1", "amount": 5})
     again = json.loads(
         cli(app, "submit", "refund", "--input", order, "--idempotency-key", "k1").stdout
     )
-    assert again["created"] is False and again["run"]["run_id"] == run.run_id
+    assert again["created"] is False and again["run"]["runId"] == run.run_id
 
     unknown = cli(app, "submit", "nope", "--input", "{}")
     assert unknown.exit_code == 3 and "no workflow registered as 'nope'" in unknown.output
@@ -97,7 +97,7 @@ def test_submit_checks_the_workflow_and_input_and_is_idempotent(app: longcall.Ap
     not_app = CliRunner().invoke(main, ["runs", "submit", "refund", "--app", "json:dumps"])
     assert not_app.exit_code == 2 and "not a longcall.App" in not_app.output
     listed = json.loads(cli(app, "list").stdout)
-    assert [r["run_id"] for r in listed] == [run.run_id]
+    assert [r["runId"] for r in listed] == [run.run_id]
 
 
 def test_list_filters_and_show_tells_the_whole_story(app: longcall.App) -> None:
@@ -109,7 +109,7 @@ def test_list_filters_and_show_tells_the_whole_story(app: longcall.App) -> None:
     def ids(*args: str) -> list[str]:
         got = cli(app, "list", *args)
         assert got.exit_code == 0, got.output
-        return [r["run_id"] for r in json.loads(got.stdout)]
+        return [r["runId"] for r in json.loads(got.stdout)]
 
     assert ids() == [flaky, refund]
     assert ids("--status", "waiting_input") == [refund]
@@ -119,7 +119,7 @@ def test_list_filters_and_show_tells_the_whole_story(app: longcall.App) -> None:
 
     shown = json.loads(cli(app, "show", refund).stdout)
     assert shown["status"] == "waiting_input"
-    [question] = shown["pending"]
+    [question] = shown["pendingInterrupts"]
     assert question["key"] == "interrupt-1" and question["prompt"] == "Approve?"
     assert question["schema"]["required"] == ["approved"]
     assert [e["kind"] for e in shown["events"]] == ["asked"]
@@ -129,28 +129,42 @@ def test_list_filters_and_show_tells_the_whole_story(app: longcall.App) -> None:
     assert missing.exit_code == 3 and "no run with id 'run-nope'" in missing.output
 
 
-def test_resume_checks_the_answer_then_queues_the_run(app: longcall.App) -> None:
-    """A wrong type exits 2 naming the field and stores nothing; a right answer queues the run;
-    resuming a run that is not waiting exits 5."""
+def test_answer_checks_the_answer_then_queues_the_run(app: longcall.App) -> None:
+    """A wrong type or a question never asked exits 2 naming the key and stores nothing; a right
+    answer queues the run; answering a run that is not waiting exits 5."""
     run_id = submitted(app, "refund", "--input", '{"order_id": "o-3", "amount": 4}')
-    not_yet = cli(app, "resume", run_id, "--value", 'interrupt-1={"approved": true}')
+    not_yet = cli(app, "answer", run_id, "--value", 'interrupt-1={"approved": true}')
     assert not_yet.exit_code == 5 and "not waiting for input" in not_yet.output
     app.continue_run(run_id)
 
-    wrong = cli(app, "resume", run_id, "--value", 'interrupt-1={"approved": "yes"}')
+    wrong = cli(app, "answer", run_id, "--value", 'interrupt-1={"approved": "yes"}')
     assert wrong.exit_code == 2
     assert "interrupt-1.approved: 'yes' is not of type 'boolean'" in wrong.output
-    bad_key = cli(app, "resume", run_id, "--value", "go=1")
+    bad_key = cli(app, "answer", run_id, "--value", "go=1")
     assert bad_key.exit_code == 2 and "not a continuation key" in bad_key.output
-    assert cli(app, "resume", run_id, "--value", "interrupt-1").exit_code == 2
-    assert cli(app, "resume", run_id, "--value", "interrupt-1=yes").exit_code == 2
+    never_asked = cli(app, "answer", run_id, "--value", "interrupt-7=1")
+    assert never_asked.exit_code == 2
+    assert "error: interrupt-7: the run has not asked interrupt-7" in never_asked.output
+    assert cli(app, "answer", run_id, "--value", "interrupt-1").exit_code == 2
+    assert cli(app, "answer", run_id, "--value", "interrupt-1=yes").exit_code == 2
     assert app.store.get_run(run_id).status is RunStatus.WAITING_INPUT
+    assert list(app.store.run_interrupts(run_id)) == ["interrupt-1"]
     assert not app.store.run_interrupts(run_id)["interrupt-1"].supplied
 
-    got = cli(app, "resume", run_id, "--value", 'interrupt-1={"approved": true}')
+    got = cli(app, "answer", run_id, "--value", 'interrupt-1={"approved": true}')
     assert got.exit_code == 0, got.output
     assert json.loads(got.stdout)["status"] == "queued"
     assert app.continue_run(run_id).result == {"refunded": True, "amount": 4}
+
+
+def test_resume_is_the_old_name_of_answer(app: longcall.App) -> None:
+    """``runs resume`` still answers a run for one release, and says it is deprecated."""
+    run_id = submitted(app, "refund", "--input", '{"order_id": "o-9", "amount": 3}')
+    app.continue_run(run_id)
+    got = cli(app, "resume", run_id, "--value", 'interrupt-1={"approved": true}')
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.stdout)["status"] == "queued"
+    assert "deprecated" in got.stderr and "runs answer" in got.stderr
 
 
 def test_watch_follows_a_run_until_it_stops(app: longcall.App) -> None:
@@ -167,7 +181,7 @@ def test_watch_follows_a_run_until_it_stops(app: longcall.App) -> None:
         ("event", "asked"),
         ("run", "waiting_input"),
     ]
-    app.resume(run_id, {"interrupt-1": {"approved": False}})
+    app.answer(run_id, {"interrupt-1": {"approved": False}})
     done = CliRunner().invoke(main, ["runs", "watch", run_id, "--database", app.url, "-o", "table"])
     assert done.exit_code == 0
     assert "#2 answered false" in done.output and "completed" in done.output

@@ -19,10 +19,10 @@ from longcall import CallIds, Delivery, JobState
 
 @pytest.fixture
 def app(db_url: str) -> Iterator[longcall.App]:
-    """An App with one tool, ``export``, keyed by its format."""
+    """An App with one tool, ``export``, keyed by its format, with an on_cancel hook."""
     app = longcall.App(db_url, clock=longcall.FakeClock())
 
-    @app.long_running(key="export:{fmt}")
+    @app.long_running(key="export:{fmt}", on_cancel=lambda job: None)
     def export(fmt: str) -> str:
         """Exports."""
         return "started"

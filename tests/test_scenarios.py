@@ -21,8 +21,8 @@ import pytest
 
 import longcall
 from longcall import Delivery, JobState, Message
+from longcall.delivery import response_of
 from longcall.dispatcher import Dispatcher
-from longcall.resumer import response_of
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
 EXPORT_RULE = longcall.Rule(r"export (\d+)", calls=[("export", lambda m: {"n": int(m[1])})])
@@ -119,15 +119,15 @@ class Recording:
 class ResumerThread:
     """A resumer on its own thread and event loop until told to stop.
 
-    ``loop="run"`` runs :meth:`Resumer.run` (wake-ups and polling, as a worker does);
-    ``loop="passes"`` calls :meth:`Resumer.run_once` back to back.
+    ``loop="run"`` runs :meth:`Deliverer.run` (wake-ups and polling, as a worker does);
+    ``loop="passes"`` calls :meth:`Deliverer.run_once` back to back.
     """
 
     def __init__(
         self, app: longcall.App, runner: Any, *, loop: str = "run", **options: Any
     ) -> None:
         options.setdefault("poll_interval", 0.05)
-        self.resumer = longcall.Resumer(app, runner, **options)
+        self.deliverer = longcall.Deliverer(app, runner, **options)
         self.loop = loop
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -141,14 +141,14 @@ class ResumerThread:
 
     async def _run(self) -> None:
         stop = asyncio.Event()
-        task = asyncio.create_task(self.resumer.run(stop))
+        task = asyncio.create_task(self.deliverer.run(stop))
         await asyncio.to_thread(self.stop.wait)
         stop.set()
         await task
 
     async def _passes(self) -> None:
         while not self.stop.is_set():
-            if not await self.resumer.run_once():
+            if not await self.deliverer.run_once():
                 await asyncio.sleep(0.005)
 
     def __enter__(self) -> ResumerThread:
@@ -302,7 +302,7 @@ def test_duplicate_completions_from_threads_deliver_each_job_once(
     assert outcomes.count(True) == 1000
     assert outcomes.count(False) == 4000
     assert app.store.counts() == {("succeeded", "delivered"): 1000}
-    delivered_by_resumers = first.resumer.stats["delivered"] + second.resumer.stats["delivered"]
+    delivered_by_resumers = first.deliverer.stats["delivered"] + second.deliverer.stats["delivered"]
     assert delivered_by_resumers == 1000
 
     finals = tally.finals()
@@ -419,7 +419,7 @@ def test_completion_before_attach_is_delivered_once_after_attach(app: longcall.A
     runner = Recording(agent)
 
     async def scenario() -> None:
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         async with app.session_turn("s1"):
             events = [
                 e
@@ -477,7 +477,7 @@ def test_completion_inside_the_tool_call_is_delivered_after_the_turn(app: longca
     rule = longcall.Rule(r"quick (\d+)", calls=[("quick", lambda m: {"n": int(m[1])})])
     agent = longcall.ScriptedAgent(app, rules=[rule], record_join=False)
     runner = Recording(agent)
-    resumer = app.resumer(runner)
+    resumer = app.deliverer(runner)
     in_turn = False
     during_turn: list[int] = []
 
@@ -538,7 +538,7 @@ def test_resume_waits_for_the_user_turn_and_never_interleaves(db_url: str) -> No
                 assert job.delivery is Delivery.READY
                 assert job.attempts == 0
                 assert tally.response_messages() == []
-                assert remote.resumer.stats["delivered"] == 0
+                assert remote.deliverer.stats["delivered"] == 0
                 gate.open()
                 await turn
 
@@ -547,7 +547,7 @@ def test_resume_waits_for_the_user_turn_and_never_interleaves(db_url: str) -> No
                     return job.delivery is Delivery.DELIVERED
 
                 await wait_until_async(delivered, seconds=30, what="the resume")
-            assert remote.resumer.stats["delivered"] == 1
+            assert remote.deliverer.stats["delivered"] == 1
 
         asyncio.run(scenario())
         history = asyncio.run(agent.history("s1"))
@@ -575,7 +575,7 @@ def test_user_turn_waits_for_a_resume_in_progress(app: longcall.App) -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 1")
         assert (await app.complete_async("export:1", {"rows": 1})).changed
         gate.armed = True
-        resume = asyncio.create_task(app.resumer(runner).run_once())
+        resume = asyncio.create_task(app.deliverer(runner).run_once())
         await asyncio.wait_for(gate.entered.wait(), 30)  # the resume is mid-run
         turn = asyncio.create_task(
             app.run_turn_async(runner, user_id="u1", session_id="s1", text="and the weather?")
@@ -646,7 +646,7 @@ def test_racing_resumers_deliver_once_and_never_overlap(db_url: str, n_resumers:
     assert set(finals.values()) == {1}
     assert len(in_sessions) == sessions * per_session
     assert set(in_sessions.values()) == {1}
-    assert sum(t.resumer.stats["delivered"] for t in threads) == sessions * per_session
+    assert sum(t.deliverer.stats["delivered"] for t in threads) == sessions * per_session
     assert tally.max_overlap() == 1
 
 
@@ -660,7 +660,7 @@ def test_crashed_resumer_lease_runs_out_and_the_job_is_delivered_once(
     agent = longcall.ScriptedAgent(app, rules=[EXPORT_RULE])
     runner = Recording(agent)
 
-    async def scenario() -> longcall.Resumer:
+    async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 8")
         await app.complete_async("export:8", {"rows": 8})
         (claimed,) = await app.in_thread(app.store.claim, "crashed", limit=10, lease=60)
@@ -668,7 +668,7 @@ def test_crashed_resumer_lease_runs_out_and_the_job_is_delivered_once(
             message = Message(function_responses=(response_of(claimed),))
             async for _ in agent.run(user_id="u1", session_id="s1", message=message):
                 pass
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         clock.advance(59)
         assert await resumer.run_once() == 0  # the crashed holder's leases still live
         clock.advance(2)
@@ -709,7 +709,7 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
 
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 3")
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         clock.advance(44 * 60)
         assert await sweeper.run_once() == []
         assert await resumer.run_once() == 0
@@ -846,7 +846,7 @@ def test_parallel_calls_completed_together_arrive_in_one_message(app: longcall.A
         assert len(calls) == 2
         await app.complete_async("export:1", {"part": 1})
         await app.complete_async("export:2", {"part": 2})
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         assert await resumer.run_once() == 2
         assert await resumer.run_once() == 0
         (message,) = runner.tally.response_messages()
@@ -874,7 +874,7 @@ def test_parallel_calls_completed_apart_arrive_in_two_messages(app: longcall.App
 
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="both")
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         await app.complete_async("export:2", {"part": 2})
         assert await resumer.run_once() == 1
         await app.complete_async("export:1", {"part": 1})
@@ -906,7 +906,7 @@ def test_jobs_of_different_invocations_are_never_mixed_in_one_message(app: longc
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 3")
         for n in (3, 1, 2):
             await app.complete_async(f"export:{n}", {"n": n})
-        assert await app.resumer(runner).run_once() == 3
+        assert await app.deliverer(runner).run_once() == 3
         messages = runner.tally.response_messages()
         parts = sorted(sorted(r.response["jobId"] for r in m.function_responses) for m in messages)
         assert parts == [["export:1", "export:2"], ["export:3"]]
@@ -934,7 +934,7 @@ def test_progress_reaches_the_model_only_when_asked_and_throttled(
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 5")
         call_id = (await app.get_job_async(job_id)).call_id
         assert call_id is not None
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
 
         job = await app.progress_async(job_id, {"step": "queued"})
         assert job is not None and job.delivery is Delivery.NONE
@@ -1019,7 +1019,7 @@ def test_final_result_during_a_progress_delivery_follows_it(
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 4")
         await app.progress_async("export:4", {"pct": 50}, notify_model=True)
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         assert await resumer.run_once() == 1
         assert completed == [True]
         assert (await app.get_job_async("export:4")).delivery is Delivery.READY
@@ -1046,7 +1046,7 @@ def test_progress_throttle_is_per_job(fake_app: longcall.App, clock: longcall.Fa
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 1")
         await app.run_turn_async(runner, user_id="u2", session_id="s2", text="export 2")
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         await app.progress_async("export:1", {"pct": 10}, notify_model=True)
         assert await resumer.run_once() == 1
         clock.advance(1)
@@ -1080,10 +1080,10 @@ def test_failing_runner_is_retried_with_backoff_then_left_failed(
     broken = Recording(agent, healthy.tally, fail_with=lambda: RuntimeError("agent down"))
     job_id = "export:9"
 
-    async def scenario() -> longcall.Resumer:
+    async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(healthy, user_id="u1", session_id="s1", text="export 9")
         await app.complete_async(job_id, {"rows": 9})
-        resumer = app.resumer(broken, max_attempts=3, retry_base=10, retry_cap=1000)
+        resumer = app.deliverer(broken, max_attempts=3, retry_base=10, retry_cap=1000)
 
         delays = []
         for attempt in (1, 2):
@@ -1140,7 +1140,7 @@ def test_final_result_is_delivered_after_a_given_up_progress_announcement(
     async def scenario() -> None:
         await app.run_turn_async(healthy, user_id="u1", session_id="s1", text="export 6")
         await app.progress_async("export:6", {"pct": 50}, notify_model=True)
-        failing = app.resumer(broken, max_attempts=2, retry_base=1)
+        failing = app.deliverer(broken, max_attempts=2, retry_base=1)
         assert await failing.run_once() == 1
         clock.advance(1)
         assert await failing.run_once() == 1
@@ -1150,7 +1150,7 @@ def test_final_result_is_delivered_after_a_given_up_progress_announcement(
         assert (await app.complete_async("export:6", {"rows": 6})).changed
         job = await app.get_job_async("export:6")
         assert (job.delivery, job.attempts) == (Delivery.READY, 0)
-        resumer = app.resumer(healthy)
+        resumer = app.deliverer(healthy)
         assert await resumer.run_once() == 1
         assert await resumer.run_once() == 0
 
@@ -1174,13 +1174,13 @@ def test_unknown_call_marks_the_job_orphaned_at_once(
     agent = longcall.ScriptedAgent(app, rules=[EXPORT_RULE])
     runner = Recording(agent)
 
-    async def scenario() -> longcall.Resumer:
+    async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 1")
         ghost = longcall.CallIds(agent.app_name, "u1", "s1", "call-ghost", "inv-ghost")
         pending = await export.invoke_async({"n": 2}, ghost)
         assert pending["status"] == "pending"
         await app.complete_async("export:2", {"rows": 2})
-        resumer = app.resumer(runner, max_attempts=5)
+        resumer = app.deliverer(runner, max_attempts=5)
         assert await resumer.run_once() == 1
         clock.advance(24 * 3600)
         assert await resumer.run_once() == 0
@@ -1206,14 +1206,14 @@ def test_unknown_call_orphans_only_its_own_job_in_a_shared_message(app: longcall
     agent = longcall.ScriptedAgent(app, rules=[rule])
     runner = Recording(agent)
 
-    async def scenario() -> longcall.Resumer:
+    async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="both")
         invocation = (await app.get_job_async("export:1")).invocation_id
         ghost = longcall.CallIds(agent.app_name, "u1", "s1", "call-ghost", invocation)
         assert (await export.invoke_async({"n": 3}, ghost))["status"] == "pending"
         for n in (1, 2, 3):
             await app.complete_async(f"export:{n}", {"n": n})
-        resumer = app.resumer(runner)
+        resumer = app.deliverer(runner)
         assert await resumer.run_once() == 3
         assert await resumer.run_once() == 0
         return resumer

@@ -25,8 +25,8 @@ def test_tool_complete_resume_roundtrip(db_url: str) -> None:
         async def scenario() -> None:
             await app.run_turn_async(agent, user_id="u", session_id="s", text="export please")
             assert (await app.complete_async("export:csv", {"rows": 3})).changed
-            assert await app.resumer(agent).run_once() == 1
-            assert await app.resumer(agent).run_once() == 0
+            assert await app.deliverer(agent).run_once() == 1
+            assert await app.deliverer(agent).run_once() == 0
 
         asyncio.run(scenario())
         job = app.get_job("export:csv")

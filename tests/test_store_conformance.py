@@ -456,6 +456,16 @@ def test_finish_with_request_cancel_queues_a_cancel_item(store: Store) -> None:
     assert store.claim_outbox("worker", limit=10, lease=3600) == []
 
 
+def test_request_cancel_queues_nothing_for_a_job_without_a_cancel_hook(store: Store) -> None:
+    """A job created without an on_cancel hook (cancel_hook=False) is cancelled or expired
+    with request_cancel, and no 'cancel' outbox item is queued for it."""
+    for job_id, state in (("j1", JobState.CANCELLED), ("j2", JobState.EXPIRED)):
+        new = NewJob(job_id, "render", {}, CallIds(), None, cancel_hook=False)
+        store.create_job(new, holder="h", dispatch_lease=0, dispatch=False)
+        assert store.finish(job_id, state, {"message": "stop"}, request_cancel=True).changed
+    assert store.claim_outbox("worker", limit=10, lease=LEASE) == []
+
+
 def test_finish_of_an_attached_job_makes_it_ready(store: Store, clock: FakeClock) -> None:
     """A terminal update on an attached job makes it ready at once, and listeners hear of it."""
     heard: list[int] = []

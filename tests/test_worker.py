@@ -95,7 +95,7 @@ def test_sigterm_finishes_the_delivery_in_hand_and_leaves_nothing_claimed(
         assert leftovers(db_url) == ([], [])
 
         # Given back, not left to a lease: the next resumer takes it at once.
-        assert asyncio.run(app.resumer(agent).run_once()) == 1
+        assert asyncio.run(app.deliverer(agent).run_once()) == 1
         assert final_responses(app) == Counter(dict.fromkeys((j.call_id for j in jobs), 1))
     finally:
         app.close()
@@ -238,7 +238,7 @@ def test_dispatch_that_keeps_failing_fails_the_job_and_the_agent_hears(db_url: s
                 assert await dispatcher.run_once() == 0  # backing off
                 clock.advance(2.0**attempt + 0.01)
             assert await dispatcher.run_once() == 0
-            assert await app.resumer(agent).run_once() == 1
+            assert await app.deliverer(agent).run_once() == 1
 
         asyncio.run(scenario())
         assert tries == [1, 2, 3, 4]

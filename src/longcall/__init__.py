@@ -15,6 +15,7 @@ from longcall.agents import (
 )
 from longcall.app import App
 from longcall.clock import Clock, FakeClock, SystemClock
+from longcall.delivery import Deliverer
 from longcall.errors import (
     AgentError,
     AttachConflict,
@@ -29,7 +30,6 @@ from longcall.errors import (
     UnknownCallError,
 )
 from longcall.jobs import CallIds, Delivery, FinishOutcome, Job, JobEvent, JobState
-from longcall.resumer import Resumer
 from longcall.scripted import Rule, ScriptedAgent
 from longcall.sweeper import Sweeper
 from longcall.tools import JobHandle, LongRunningTool
@@ -37,6 +37,17 @@ from longcall.worker import Worker
 from longcall.workflows import RetryPolicy, RunStatus, TaskContext
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # Names kept for one release after a rename.
+    if name == "Resumer":
+        from longcall.deprecation import deprecated
+
+        deprecated("longcall.Resumer", "longcall.Deliverer")
+        return Deliverer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AgentError",
@@ -48,6 +59,7 @@ __all__ = [
     "CallObserver",
     "Clock",
     "ConfigError",
+    "Deliverer",
     "Delivery",
     "FakeClock",
     "FinishOutcome",
@@ -61,7 +73,6 @@ __all__ = [
     "LongRunningTool",
     "LongcallError",
     "Message",
-    "Resumer",
     "RetryPolicy",
     "Rule",
     "RunStatus",

@@ -1,7 +1,7 @@
 """The agent side: one small protocol any framework can speak, and the call observer.
 
 An :class:`AgentRunner` runs a message into a session and streams the events it produces;
-the resumer uses it to hand function responses back. The :class:`CallObserver` reads an event
+the deliverer uses it to hand function responses back. The :class:`CallObserver` reads an event
 stream and attaches session and call ids to jobs, for frameworks whose tools cannot see
 their own call id.
 """

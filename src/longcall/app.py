@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from longcall.agents import AgentEvent, AgentRunner, CallObserver, Message
 from longcall.clock import Clock, SystemClock
+from longcall.deprecation import deprecated
 from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
 from longcall.jobs import CallIds, FinishOutcome, Job, JobEvent, JobState, parse_duration
 from longcall.store import Store, open_store
@@ -28,7 +30,7 @@ from longcall.store.base import Ingested
 from longcall.tools import JobHandle, LongRunningTool
 
 if TYPE_CHECKING:
-    from longcall.resumer import Resumer
+    from longcall.delivery import Deliverer
     from longcall.store.runs import Run, RunEvent
     from longcall.sweeper import Sweeper
     from longcall.worker import Worker
@@ -100,7 +102,7 @@ class App:
         self.crons = Crons(self)
         self.holder = new_holder_id()
         self.tools: dict[str, LongRunningTool] = {}
-        # Called as (outcome, job) for each delivery the resumer makes: "delivered",
+        # Called as (outcome, job) for each delivery the deliverer makes: "delivered",
         # "progress_delivered", "orphaned", "delivery_retried", ... (the server's metrics).
         self.delivery_listeners: list[Callable[[str, Job], None]] = []
         # Calls whose job this process created with the whole join: an observer that sees
@@ -441,36 +443,55 @@ class App:
     def run_workflow(
         self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
     ) -> Run:
-        """Start a run and execute it here until it completes, fails or waits for input.
+        """Start a run and execute it here until it completes, fails or waits for input
+        (:meth:`submit_run` queues it for a worker instead).
 
-        With a ``run_id`` that exists already, nothing new starts: that run is returned.
+        With a ``run_id`` that exists already, nothing new starts: that run is returned, its
+        ``created`` False.
         """
         self.refuse_in_loop("run_workflow")
         run, created = self.workflows.start(workflow, input, run_id=run_id)
-        return self.workflows.execute((run, [], {})) if created else run
+        if not created:
+            return run
+        return dataclasses.replace(self.workflows.execute((run, [], {})), created=True)
 
     async def run_workflow_async(
         self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
     ) -> Run:
         run, created = await self.in_thread(self.workflows.start, workflow, input, run_id=run_id)
-        return await self.workflows.execute_async((run, [], {})) if created else run
+        if not created:
+            return run
+        return dataclasses.replace(await self.workflows.execute_async((run, [], {})), created=True)
+
+    def answer(self, run_id: str, answers: Mapping[str, Any]) -> Run:
+        """Answer a waiting run's questions by key and execute it here, from the top, as
+        :meth:`run_workflow` does (:meth:`submit_answers` leaves it to a worker instead).
+
+        Raises :class:`~longcall.errors.InvalidAnswer` (the run stays waiting) for an answer
+        of the wrong type, and before anything is stored or executed for a key the run has not
+        asked (unless it is answered ahead, see :meth:`Workflows.check_answers`) or one
+        already answered; :class:`~longcall.errors.RunStateError` for a run not waiting.
+        """
+        self.refuse_in_loop("answer")
+        run = self.workflows.execute(self.workflows.take(run_id, answers))
+        self.workflows.wrong_answers(run, answers)
+        return run
+
+    async def answer_async(self, run_id: str, answers: Mapping[str, Any]) -> Run:
+        taken = await self.in_thread(self.workflows.take, run_id, answers)
+        run = await self.workflows.execute_async(taken)
+        await self.in_thread(self.workflows.wrong_answers, run, answers)
+        return run
 
     def resume(self, run_id: str, values: Mapping[str, Any]) -> Run:
-        """Answer a waiting run's interrupts by key and execute it again from the top.
-
-        Raises :class:`~longcall.errors.InvalidResume` (the run stays waiting) for an answer
-        of the wrong type, and :class:`~longcall.errors.RunStateError` for a run not waiting.
-        """
-        self.refuse_in_loop("resume")
-        run = self.workflows.execute(self.workflows.take(run_id, values))
-        self.workflows.wrong_answers(run, values)
-        return run
+        """Deprecated name of :meth:`answer`."""
+        deprecated("App.resume", "App.answer")
+        return self.answer(run_id, values)
 
     async def resume_async(self, run_id: str, values: Mapping[str, Any]) -> Run:
-        taken = await self.in_thread(self.workflows.take, run_id, values)
-        run = await self.workflows.execute_async(taken)
-        await self.in_thread(self.workflows.wrong_answers, run, values)
-        return run
+        """Deprecated name of :meth:`answer_async`."""
+        deprecated("App.resume_async", "App.answer_async")
+        return await self.answer_async(run_id, values)
 
     def continue_run(self, run_id: str) -> Run:
         """Execute a queued run, or one whose holder died (its lease ran out), from the top.
@@ -497,19 +518,20 @@ class App:
         job: JobHandle | None = None,
         cron_id: str | None = None,
         concurrency_key: str | None = None,
-    ) -> tuple[Run, bool]:
-        """Queue a background run for a worker (``app.run_worker()``, ``longcall worker``).
+    ) -> Run:
+        """Queue a background run for a worker (``app.run_worker()``, ``longcall worker``);
+        :meth:`run_workflow` executes one here instead. Both return the :class:`Run`.
 
-        The same ``idempotency_key`` (or ``run_id``) returns the run it made before, and
-        False. A failed attempt is retried ``max_retries`` times with backoff, resuming from
-        its checkpoints; ``timeout`` bounds each attempt. Given a long-running tool's
+        The same ``idempotency_key`` (or ``run_id``) returns the run it made before, its
+        ``created`` False. A failed attempt is retried ``max_retries`` times with backoff,
+        resuming from its checkpoints; ``timeout`` bounds each attempt. Given a long-running tool's
         ``job``, the run does the job's work: its end completes (or fails) the job and the
         agent resumes; a tool body run again submits nothing new.
         """
         wf = self.workflows.resolve(workflow)
         if job is not None:
             idempotency_key = idempotency_key or f"job:{job.id}"
-        return self.store.create_run(
+        run, created = self.store.create_run(
             run_id or f"run-{uuid.uuid4().hex}",
             wf.workflow_id,
             wf.encode_input(input),
@@ -521,18 +543,27 @@ class App:
             max_retries=max_retries,
             timeout_secs=None if timeout is None else parse_duration(timeout),
         )
+        return dataclasses.replace(run, created=created)
 
-    def answer_run(self, run_id: str, values: Mapping[str, Any]) -> Run:
-        """Store answers to a waiting run's interrupts and queue it for a worker to resume.
+    def submit_answers(self, run_id: str, answers: Mapping[str, Any]) -> Run:
+        """Store answers to a waiting run's questions and queue it for a worker to continue,
+        as :meth:`submit_run` does (:meth:`answer` executes it here instead).
 
-        An answer of the wrong type is found where the run executes: the run waits again,
-        with the error on its interrupt (``app.get_run(run_id).pending``).
+        A key the run has not asked or one already answered raises
+        :class:`~longcall.errors.InvalidAnswer` and queues nothing (as :meth:`answer`). An
+        answer of the wrong type is found where the run executes: the run waits again, with
+        the error on its interrupt (``app.get_run(run_id).pending``).
         """
         return self.store.queue_answered(
             run_id,
-            dict(values),
-            lambda run, known: self.workflows.check_answers(run, known, values),
+            dict(answers),
+            lambda run, known: self.workflows.check_answers(run, known, answers),
         )
+
+    def answer_run(self, run_id: str, values: Mapping[str, Any]) -> Run:
+        """Deprecated name of :meth:`submit_answers`."""
+        deprecated("App.answer_run", "App.submit_answers")
+        return self.submit_answers(run_id, values)
 
     def run_worker(self, **options: Any) -> RunWorker:
         """A loop that claims and executes background runs: ``await worker.run(stop)``."""
@@ -556,10 +587,17 @@ class App:
 
     # -- background loops ---------------------------------------------------------------
 
-    def resumer(self, runner: AgentRunner, **options: Any) -> Resumer:
-        from longcall.resumer import Resumer
+    def deliverer(self, runner: AgentRunner, **options: Any) -> Deliverer:
+        """The loop that hands finished jobs back to ``runner``'s sessions (the worker runs
+        one; this is for running it alone)."""
+        from longcall.delivery import Deliverer
 
-        return Resumer(self, runner, **options)
+        return Deliverer(self, runner, **options)
+
+    def resumer(self, runner: AgentRunner, **options: Any) -> Deliverer:
+        """Deprecated name of :meth:`deliverer`."""
+        deprecated("App.resumer", "App.deliverer")
+        return self.deliverer(runner, **options)
 
     def sweeper(self, **options: Any) -> Sweeper:
         from longcall.sweeper import Sweeper

@@ -1,5 +1,5 @@
-"""``longcall cron``: cron schedules from the shell: add, list, show, pause, resume, trigger, rm,
-and preview an expression.
+"""``longcall cron``: cron schedules from the shell: add, list, show, pause, unpause, trigger,
+rm, and preview an expression.
 
 Every command but ``add`` and ``preview`` works on the store alone (``--database``), like
 ``longcall runs``; the workers' schedulers fire what is stored. ``add`` loads your App
@@ -190,7 +190,9 @@ def cron_add(
     }
     if no_check:
         with open_app(database) as app, refusals():
-            made = app.crons.create(name, workflow_id, expression, input=value, **options)
+            made = app.crons.create(
+                name, workflow_id, expression, input=value, check_workflow=False, **options
+            )
     elif app_spec:
         made = _add_checked(app_spec, name, workflow_id, expression, value, options)
     else:
@@ -353,13 +355,25 @@ def cron_pause(database: str, output: str | None, ref: str) -> None:
     _set_paused(database, output, ref, True)
 
 
-@cron.command("resume")
+@cron.command("unpause")
 @database_option
 @output_option
 @click.argument("ref", metavar="ID_OR_NAME")
-def cron_resume(database: str, output: str | None, ref: str) -> None:
+def cron_unpause(database: str, output: str | None, ref: str) -> None:
     """Fire again; occurrences missed while paused go to the misfire policy."""
     _set_paused(database, output, ref, False)
+
+
+cron.add_command(
+    click.Command(
+        "resume",
+        callback=cron_unpause.callback,
+        params=cron_unpause.params,
+        help="The old name of `longcall cron unpause`.",
+        hidden=True,
+        deprecated="use `longcall cron unpause`",
+    )
+)
 
 
 @cron.command("trigger")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,9 @@ from longcall.cli_support import (
     readable,
 )
 from longcall.shapes import job_event_json, job_json
+
+if TYPE_CHECKING:
+    from longcall.jobs import Job
 
 
 @click.group()
@@ -225,6 +228,14 @@ def _when(timestamp: float | None, *, seconds_only: bool = False) -> str:
     return moment.strftime("%H:%M:%S") if seconds_only else moment.isoformat(timespec="seconds")
 
 
+def _unattached(job: Job) -> str:
+    missing = "no session" if job.session_id is None else "no function call id"
+    return (
+        f"{job.job_id} has {missing}, so no agent will be given its result unless it is "
+        "attached; the watch ends when the job finishes (exit 1 if still unattached)"
+    )
+
+
 @jobs.command("watch")
 @database_option
 @output_option
@@ -274,8 +285,10 @@ def jobs_watch(
 
     With JOB_ID: its log so far and each new entry, and each change of its state or
     delivery; exits 0 once it is done (see --until), 1 when its delivery failed or was
-    orphaned. Without: each of the newest --limit jobs (matching the filters) whose row
-    changed, until Ctrl-C or --timeout. Ctrl-C exits 0. JSON: one object per line.
+    orphaned, or when it finished with no session or call id to deliver to (said on
+    stderr, since no agent hears of such a job). Without: each of the newest --limit jobs
+    (matching the filters) whose row changed, until Ctrl-C or --timeout. Ctrl-C exits 0.
+    JSON: one object per line.
     """
     import time
 
@@ -318,6 +331,7 @@ def jobs_watch(
                 tool_name=tool_name,
                 session_id=session_id,
             )
+        unattached_said = False
         try:
             while True:
                 seen = follower.look()
@@ -327,6 +341,14 @@ def jobs_watch(
                     delivery = seen[-1].job.delivery
                     failed = delivery in (Delivery.FAILED, Delivery.ORPHANED)
                     sys.exit(EXIT_CHECK_FAILED if failed and until == "delivered" else 0)
+                if job_id and seen and until == "delivered" and not seen[-1].job.attached:
+                    # Nothing reaches an agent until someone attaches the job: waiting for a
+                    # delivery past its end would never stop.
+                    if not unattached_said:
+                        click.echo(_unattached(seen[-1].job), err=True)
+                        unattached_said = True
+                    if seen[-1].job.terminal:
+                        sys.exit(EXIT_CHECK_FAILED)
                 left = None if stop_at is None else stop_at - time.monotonic()
                 if left is not None and left <= 0:
                     if job_id:

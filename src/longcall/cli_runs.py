@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -27,16 +26,18 @@ from longcall.cli_support import (
     duration,
     emit,
     json_arg,
+    local_time,
     open_app,
     output_option,
 )
 from longcall.errors import (
-    InvalidResume,
+    InvalidAnswer,
     RunNotFound,
     RunStateError,
     StoreError,
     WorkflowNotFound,
 )
+from longcall.shapes import interrupt_json, run_event_json, run_json, step_json
 from longcall.store.runs import RunStatus
 
 if TYPE_CHECKING:
@@ -57,12 +58,6 @@ def runs() -> None:
     """
 
 
-def run_dict(run: Run) -> dict[str, Any]:
-    data = asdict(run)
-    data["status"] = run.status.value
-    return data
-
-
 @contextmanager
 def refusals() -> Iterator[None]:
     """Exit with the code of a run refusal, saying what it was."""
@@ -74,15 +69,16 @@ def refusals() -> Iterator[None]:
     except RunStateError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_CONFLICT)
-    except InvalidResume as exc:
+    except InvalidAnswer as exc:
         _wrong_answers(exc.errors)
 
 
 def _wrong_answers(problems: list[dict[str, str]]) -> None:
-    for p in problems:
-        where = p["key"] + (f".{p['path']}" if p["path"] else "")
-        click.echo(f"error: {where or 'values'}: {p['message']}", err=True)
-    click.echo("nothing was stored; the run still waits", err=True)
+    listed = "; ".join(
+        f"{p['key'] + ('.' + p['path'] if p['path'] else '') or 'values'}: {p['message']}"
+        for p in problems
+    )
+    click.echo(f"error: {listed} (nothing was stored; the run still waits)", err=True)
     sys.exit(EXIT_USAGE)
 
 
@@ -121,7 +117,7 @@ def runs_submit(
     import pydantic
 
     from longcall.app import App
-    from longcall.cli import _load
+    from longcall.cli_support import load_object as _load
 
     value = json_arg(input_text, "--input")
     app = _load(app_spec, "--app")
@@ -136,7 +132,7 @@ def runs_submit(
             click.echo(f"error: --input does not fit {workflow_id!r}: {exc}", err=True)
             sys.exit(EXIT_USAGE)
         try:
-            run, created = app.submit_run(
+            run = app.submit_run(
                 workflow,
                 encoded,
                 idempotency_key=idempotency_key,
@@ -150,10 +146,10 @@ def runs_submit(
     finally:
         app.close()
     emit(
-        {"created": created, "run": run_dict(run)},
+        {"created": run.created, "run": run_json(run)},
         output,
         lambda: click.echo(
-            f"{run.run_id}: {run.status.value}" + ("" if created else " (submitted before)")
+            f"{run.run_id}: {run.status.value}" + ("" if run.created else " (submitted before)")
         ),
     )
 
@@ -194,11 +190,11 @@ def runs_list(
                 run.status.value + (" (cancelling)" if run.cancel_requested else ""),
                 f"{run.attempts}/{run.max_retries}",
                 run.user_id or "",
-                _when(run.created_at),
+                local_time(run.created_at),
             )
         Console().print(t)
 
-    emit([run_dict(r) for r in found], output, table)
+    emit([run_json(r) for r in found], output, table)
 
 
 @runs.command("show")
@@ -211,10 +207,10 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
         details = app.get_run(run_id)
     run = details.run
     data = {
-        **run_dict(run),
-        "pending": [asdict(i) for i in details.pending],
-        "steps": [asdict(s) for s in details.steps],
-        "events": [asdict(e) for e in details.events],
+        **run_json(run),
+        "pendingInterrupts": [interrupt_json(i) for i in details.pending],
+        "steps": [step_json(s) for s in details.steps],
+        "events": [run_event_json(e) for e in details.events],
     }
 
     def table() -> None:
@@ -226,7 +222,7 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
         def line(key: str, value: Any) -> None:
             console.print(f"[bold]{key:>14}[/bold]  {escape(str(value))}", highlight=False)
 
-        for key in ("run_id", "workflow_id", "status", "user_id", "input", "result", "error"):
+        for key in ("runId", "workflowId", "status", "userId", "input", "result", "error"):
             value = data[key]
             if value is not None:
                 line(key, value if isinstance(value, str) else json.dumps(value, default=str))
@@ -284,7 +280,8 @@ def runs_watch(
                 for event in app.store.run_events(run_id, after=after):
                     after = event.seq
                     if as_json:
-                        click.echo(json.dumps({"type": "event", **asdict(event)}, default=str))
+                        line = {"type": "event", **run_event_json(event)}
+                        click.echo(json.dumps(line, default=str))
                     else:
                         data = "" if event.data is None else f" {json.dumps(event.data)}"
                         click.echo(f"{_when(event.created_at)}  #{event.seq} {event.kind}{data}")
@@ -292,7 +289,7 @@ def runs_watch(
                 if (run.status, run.updated_at) != seen:
                     seen = (run.status, run.updated_at)
                     if as_json:
-                        click.echo(json.dumps({"type": "run", **run_dict(run)}, default=str))
+                        click.echo(json.dumps({"type": "run", **run_json(run)}, default=str))
                     else:
                         click.echo(f"{_when(run.updated_at)}  {run_id}  {_status(run)}")
                 if run.status.terminal or run.status is RunStatus.WAITING_INPUT:
@@ -342,7 +339,7 @@ def runs_cancel(database: str, output: str | None, strict: bool, run_id: str) ->
         cancelled = app.store.request_run_cancel(run_id)
         run = cancelled or app.store.get_run(run_id)
     emit(
-        {"changed": cancelled is not None, "run": run_dict(run)},
+        {"changed": cancelled is not None, "run": run_json(run)},
         output,
         lambda: click.echo(
             f"{run_id}: {_status(run)}"
@@ -367,7 +364,7 @@ def _values(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) 
     return values
 
 
-@runs.command("resume")
+@runs.command("answer")
 @database_option
 @output_option
 @click.argument("run_id")
@@ -380,8 +377,8 @@ def _values(ctx: click.Context, param: click.Parameter, given: tuple[str, ...]) 
     metavar="KEY=JSON",
     help="An answer, as interrupt-1='{\"approved\": true}'; repeat for more.",
 )
-def runs_resume(database: str, output: str | None, run_id: str, values: dict[str, Any]) -> None:
-    """Answer a waiting run's questions and queue it for a worker to resume.
+def runs_answer(database: str, output: str | None, run_id: str, values: dict[str, Any]) -> None:
+    """Answer a waiting run's questions and queue it for a worker to continue.
 
     Each answer is checked against its question's JSON schema when the server extra is
     installed (exit 2 with every problem, nothing stored); the run checks it again.
@@ -392,12 +389,24 @@ def runs_resume(database: str, output: str | None, run_id: str, values: dict[str
             problems = _schema_problems(app, run_id, values)
             if problems:
                 _wrong_answers(problems)
-        queued = app.answer_run(run_id, values)
+        queued = app.submit_answers(run_id, values)
     emit(
-        run_dict(queued),
+        run_json(queued),
         output,
-        lambda: click.echo(f"{run_id}: {queued.status.value}; a worker resumes it"),
+        lambda: click.echo(f"{run_id}: {queued.status.value}; a worker continues it"),
     )
+
+
+runs.add_command(
+    click.Command(
+        "resume",
+        callback=runs_answer.callback,
+        params=runs_answer.params,
+        help="The old name of `longcall runs answer`.",
+        hidden=True,
+        deprecated="use `longcall runs answer`",
+    )
+)
 
 
 def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict[str, str]]:

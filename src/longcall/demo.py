@@ -108,7 +108,7 @@ def setter(clock: FakeClock) -> Callable[[str], None]:
 class Conversation(Protocol):
     """One user's session with an agent, as the demo drives it."""
 
-    runner: AgentRunner  # what the resumer delivers through
+    runner: AgentRunner  # what the deliverer delivers through
 
     async def ask(self, text: str) -> list[AgentEvent]: ...
 
@@ -160,7 +160,7 @@ async def play(
         return {"message": "Report build started; typical time is 15-25 minutes."}
 
     chat = conversation(app, start_sales_report)
-    resumer = app.resumer(chat.runner, on_event=lambda job, event: line.events([event]))
+    deliverer = app.deliverer(chat.runner, on_event=lambda job, event: line.events([event]))
     sweeper = app.sweeper()
 
     async def ask(text: str) -> None:
@@ -179,7 +179,7 @@ async def play(
 
     at("10:05:00")
     await ask("How many vacation days do I have left?")
-    line.check(await resumer.run_once() == 0, "nothing to resume while the report runs")
+    line.check(await deliverer.run_once() == 0, "nothing to resume while the report runs")
 
     at("10:19:00")
     result = {"url": "https://reports.example.com/2026-Q3-EMEA.csv", "rowCount": 48213}
@@ -187,13 +187,13 @@ async def play(
     outcome = await app.complete_async("report:2026-Q3:EMEA", result)
     line.check(outcome.changed, "the completion moved the job to succeeded")
     at("10:19:03")
-    line.check(await resumer.run_once() == 1, "the resumer delivered the result once")
+    line.check(await deliverer.run_once() == 1, "the deliverer delivered the result once")
 
     at("10:21:00")
     line.say("batch system", "report:2026-Q3:EMEA finished (the same webhook, retried)", "yellow")
     again = await app.complete_async("report:2026-Q3:EMEA", result)
     line.check(not again.changed, "the duplicate completion changed nothing")
-    line.check(await resumer.run_once() == 0, "and nothing was delivered twice")
+    line.check(await deliverer.run_once() == 0, "and nothing was delivered twice")
     history = await chat.history()
     finals = [r for e in history if e.author == "user" for r in e.function_responses]
     line.check(
@@ -210,7 +210,7 @@ async def play(
         [j.job_id for j in expired] == ["report:2026-Q3:APAC"],
         "the APAC report expired at its deadline, 45 minutes after it started",
     )
-    line.check(await resumer.run_once() == 1, "the agent was told, once")
+    line.check(await deliverer.run_once() == 1, "the agent was told, once")
     at("11:10:00")
     late = await app.complete_async("report:2026-Q3:APAC", {"url": "late"})
     apac = await app.get_job_async("report:2026-Q3:APAC")

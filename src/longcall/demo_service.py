@@ -322,7 +322,7 @@ async def play(service: Service) -> None:
 
 
 def narrate(line: Timeline, session: str) -> Callable[[Job, AgentEvent], None]:
-    """The resumer's ``on_event``: says why the worker resumes a session, then what happened."""
+    """The deliverer's ``on_event``: says why the worker resumes a session, then what happened."""
     announced: set[str] = set()
 
     def on_event(job: Job, event: AgentEvent) -> None:

@@ -3,7 +3,9 @@
 A tool submits its work right after the job row commits. If the process dies in between, the
 ``dispatch`` item stays in the outbox and, once its hold runs out, the dispatcher runs the
 tool's body again with the same job id (the body's idempotency key) and ``attempt`` > 1.
-``cancel`` items call the tool's ``on_cancel`` hook after an expiry or a cancellation.
+``cancel`` items call the tool's ``on_cancel`` hook after an expiry or a cancellation; they
+are queued only for jobs whose tool declared one when the job was created (a job created over
+``POST /v1/jobs`` for a tool outside Python has none), so no worker retries a missing hook.
 Failures are retried with backoff; a dispatch that keeps failing fails its job, so the agent
 hears of it instead of waiting for the deadline.
 """
@@ -75,7 +77,7 @@ class Dispatcher:
             elif tool.on_cancel is not None:
                 handle = JobHandle.of(job, attempt=item.attempts)
                 # A sync hook (an HTTP call, say) runs on a thread: on the loop it would stall
-                # the resumer's lease heartbeats, and a stalled holder loses its sessions.
+                # the deliverer's lease heartbeats, and a stalled holder loses its sessions.
                 if inspect.iscoroutinefunction(tool.on_cancel):
                     await tool.on_cancel(handle)
                 else:

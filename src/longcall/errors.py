@@ -20,10 +20,11 @@
     └── WorkflowError               a workflow run could not go on as asked
         ├── WorkflowNotFound        no workflow registered under that id
         ├── RunNotFound             no run with that id
-        ├── RunStateError           the run is not in a state that allows this (e.g. resume)
+        ├── RunStateError           the run is not in a state that allows this (e.g. answers)
         ├── NonDeterminismError     a resumed run called something else than the record says
         ├── TaskError               a task failed after its retries (seen at its call site)
-        ├── InvalidResume           a resume value of the wrong type; ``errors`` lists them all
+        ├── InvalidAnswer           an answer of the wrong type, or to a question not asked
+        │                           or already answered; ``errors`` lists them all
         ├── CronNotFound            no cron schedule with that id
         ├── CronConflict            a schedule with that id or name exists already
         └── CronValidationError     a schedule that cannot work; ``field`` names the field
@@ -183,8 +184,9 @@ class TaskError(WorkflowError):
         self.attempts = attempts
 
 
-class InvalidResume(WorkflowError):
-    """Resume values of the wrong type (or for keys that cannot take one); nothing was stored.
+class InvalidAnswer(WorkflowError):
+    """Answers of the wrong type, or to keys that cannot take one (a question the run has
+    not asked, one already answered); nothing was stored.
 
     ``errors`` lists every problem as ``{"key", "path", "message"}``.
     """
@@ -193,9 +195,13 @@ class InvalidResume(WorkflowError):
         lines = "; ".join(
             f"{e['key']}{'.' + e['path'] if e['path'] else ''}: {e['message']}" for e in errors
         )
-        super().__init__(f"invalid resume for run {run_id!r}: {lines}")
+        super().__init__(f"invalid answer for run {run_id!r}: {lines}")
         self.run_id = run_id
         self.errors = errors
+
+
+# The name before answers had a name of their own ("resume" meant four things); same class.
+InvalidResume = InvalidAnswer
 
 
 class CronNotFound(WorkflowError):

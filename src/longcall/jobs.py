@@ -36,7 +36,7 @@ class Delivery(StrEnum):
     """Where the job's function response stands, apart from the job's own state."""
 
     NONE = "none"  # nothing to hand to the agent yet
-    READY = "ready"  # a final result (or progress to announce) waits for the resumer
+    READY = "ready"  # a final result (or progress to announce) waits for the deliverer
     DELIVERED = "delivered"  # the final response is in the session
     FAILED = "failed"  # delivery was retried up to the limit and given up; visible, not lost
     ORPHANED = "orphaned"  # the session has no such call; can never be delivered
@@ -91,6 +91,7 @@ class Job:
     claim_holder: str | None = None
     attempts: int = 0
     last_error: str | None = None
+    attached_at: float | None = None  # when both session and call id were known
 
     @property
     def terminal(self) -> bool:
@@ -148,7 +149,7 @@ def plan_attach(job: Job, ids: CallIds) -> tuple[dict[str, str], dict[str, tuple
 
 
 def is_ready(job: Job) -> bool:
-    """Whether the resumer has something to hand to the agent for this job."""
+    """Whether the deliverer has something to hand to the agent for this job."""
     if not job.attached or job.delivery is not Delivery.NONE:
         return job.delivery is Delivery.READY
     return job.terminal or job.notify_seq > job.notified_seq

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from longcall.jobs import Job, JobState, describe_duration, parse_duration
@@ -57,8 +58,19 @@ class Sweeper:
     async def run_once(self) -> list[Job]:
         return await self.app.in_thread(self.sweep)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(
+        self, stop: asyncio.Event, *, each_pass: Callable[[], object] | None = None
+    ) -> None:
+        """Sweep every ``interval`` until ``stop`` is set. ``each_pass`` (blocking, run in the
+        app's pool) goes first on every pass: the worker's heartbeat rides on this loop
+        instead of waking on a timer of its own. Its failure is logged; the sweep still runs.
+        """
         while not stop.is_set():
+            if each_pass is not None:
+                try:
+                    await self.app.in_thread(each_pass)
+                except Exception:
+                    log.exception("the sweeper's companion task failed; retrying")
             try:
                 await self.run_once()
             except Exception:

@@ -187,7 +187,12 @@ class LongRunningTool:
 
     def _new_job(self, values: Mapping[str, Any], ids: CallIds) -> NewJob:
         return NewJob(
-            self.job_id(values, ids), self.name, self.json_args(values), ids, self.deadline
+            self.job_id(values, ids),
+            self.name,
+            self.json_args(values),
+            ids,
+            self.deadline,
+            cancel_hook=self.on_cancel is not None,
         )
 
     def _abandoned(self, job: Job, exc: Exception) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""The worker: dispatcher, resumer, sweeper and background runs in one asyncio loop.
+"""The worker: dispatcher, deliverer, sweeper and background runs in one asyncio loop.
+
+As it sweeps, the worker also beats: its row in the store says it is alive and which
+workflows it can run, so a queued run that no live worker can take is told apart from one
+waiting its turn. A worker that stops deletes its row.
 
 SIGTERM (or SIGINT) stops claiming, lets the delivery in hand finish, gives back the claims it
 has not started on, releases its session leases and returns. A delivery that is still running
@@ -11,18 +15,25 @@ import asyncio
 import contextlib
 import logging
 import signal
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentRunner
+from longcall.delivery import Deliverer
 from longcall.dispatcher import Dispatcher
 from longcall.jobs import parse_duration
-from longcall.resumer import Resumer
 from longcall.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from longcall.app import App
 
 log = logging.getLogger("longcall.worker")
+
+
+def heartbeat_ttl(sweep_interval: float) -> float:
+    """How long a worker counts as alive after a beat (it beats once per sweep): several
+    missed sweeps, so that one slow sweep does not make it look dead."""
+    return max(30.0, 4 * sweep_interval)
 
 
 class Worker:
@@ -36,11 +47,11 @@ class Worker:
         sweep_interval: str | float = "5s",
         dispatch_interval: str | float = "1s",
         drain_timeout: str | float = "30s",
-        **resumer_options: Any,
+        **deliverer_options: Any,
     ) -> None:
         self.app = app
         # Without an agent there is nothing to resume; the rest still has work to do.
-        self.resumer = Resumer(app, runner, **resumer_options) if runner is not None else None
+        self.deliverer = Deliverer(app, runner, **deliverer_options) if runner is not None else None
         if runs is None:
             runs = bool(app.workflows.registry)
         self.runs = app.run_worker(concurrency=run_concurrency) if runs else None
@@ -51,11 +62,27 @@ class Worker:
         self.dispatcher = Dispatcher(app, interval=dispatch_interval)
         self.drain_timeout = parse_duration(drain_timeout)
         self.stop_event: asyncio.Event | None = None
+        self.worker_id = (
+            self.runs.holder
+            if self.runs is not None
+            else f"{app.holder}/worker-{uuid.uuid4().hex[:6]}"
+        )
+        self.heartbeat_ttl = heartbeat_ttl(self.sweeper.interval)
+        self._beaten = False
+
+    def beat(self) -> None:
+        """Record in the store that this worker is alive and which workflows it can run
+        (none unless it runs background runs). Blocking: one statement."""
+        workflows = list(self.app.workflows.registry) if self.runs is not None else []
+        self.app.store.beat_worker(
+            self.worker_id, workflows, ttl=self.heartbeat_ttl, first=not self._beaten
+        )
+        self._beaten = True
 
     def stop(self) -> None:
         """Ask :meth:`run` to drain and return (safe from a signal handler in the loop)."""
-        if self.resumer is not None:
-            self.resumer.stop_soon()
+        if self.deliverer is not None:
+            self.deliverer.stop_soon()
         if self.stop_event is not None:
             self.stop_event.set()
 
@@ -66,11 +93,11 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         tasks = [
-            asyncio.create_task(self.sweeper.run(stop), name="sweeper"),
+            asyncio.create_task(self.sweeper.run(stop, each_pass=self.beat), name="sweeper"),
             asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
         ]
-        if self.resumer is not None:
-            tasks.append(asyncio.create_task(self.resumer.run(stop), name="resumer"))
+        if self.deliverer is not None:
+            tasks.append(asyncio.create_task(self.deliverer.run(stop), name="deliverer"))
         if self.runs is not None:
             tasks.append(asyncio.create_task(self.runs.run(stop), name="runs"))
         if self.scheduler is not None:
@@ -91,4 +118,8 @@ class Worker:
                     loop.remove_signal_handler(sig)
             for task in tasks:
                 task.cancel()
+            try:
+                await self.app.in_thread(self.app.store.forget_worker, self.worker_id)
+            except Exception:  # its row runs out by itself
+                log.warning("worker %s could not delete its heartbeat", self.worker_id)
             log.info("worker %s stopped", self.app.holder)

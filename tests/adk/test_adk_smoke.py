@@ -74,7 +74,7 @@ def test_call_progress_and_completion_resume_the_adk_session(tmp_path: Path) -> 
         assert job.job_id == "export:s:csv"
         assert (job.app_name, job.user_id, job.session_id) == ("exports", "u", "s")
         assert call_ids == {job.call_id} and job.invocation_id == events[0].invocation_id
-        resumer = app.resumer(adk.AdkAgentRunner(runner))
+        resumer = app.deliverer(adk.AdkAgentRunner(runner))
         await app.progress_async(job.job_id, {"progress": "50%"}, notify_model=True)
         assert await resumer.run_once() == 1
         await app.complete_async(job.job_id, {"url": "https://example.com/export.csv"})

@@ -91,7 +91,7 @@ class Replay:
             app=AdkApp(name=APP_NAME, root_agent=agent, plugins=[adk.LongcallPlugin(self.app)]),
             session_service=self.sessions,
         )
-        self.resumer = self.app.resumer(adk.AdkAgentRunner(self.runner))
+        self.deliverer = self.app.deliverer(adk.AdkAgentRunner(self.runner))
         self.user_id, self.session_id = user_id, session_id
 
     async def events(self) -> list[Event]:
@@ -120,7 +120,7 @@ class Replay:
             assert outcome.changed is step["changed"]
             assert outcome.job.result == step["result"]
         elif action == "resume":
-            assert await self.resumer.run_once() == step["handled"]
+            assert await self.deliverer.run_once() == step["handled"]
         else:
             pytest.fail(f"unknown step {action!r}")
         if "adds_events" in step:
@@ -243,7 +243,7 @@ def test_the_adk_session_holds_exactly_the_fixtures_events(path: Path, tmp_path:
                 assert job.progress == want_job["progress"]
                 log = await world.app.job_events_async(job.job_id)
                 assert [e.kind for e in log] == want_job["log"]
-            assert dict(world.resumer.stats) == fixture["resumer_stats"]
+            assert dict(world.deliverer.stats) == fixture["resumer_stats"]
         finally:
             world.app.close()
 

@@ -62,7 +62,7 @@ def test_readme_adk_example_runs_and_resumes(
             pass
         outcome = await jobs.complete_async("export:s1:csv", {"url": "https://example.com/a.csv"})
         assert outcome.changed
-        assert await worker.resumer.run_once() == 1
+        assert await worker.deliverer.run_once() == 1
         session = await sessions.get_session(app_name="exports", user_id="ana", session_id="s1")
         return [p.text for e in session.events for p in e.content.parts if p.text]
 

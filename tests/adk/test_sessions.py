@@ -46,9 +46,9 @@ from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from longcall.agents import FunctionResponse, Message  # noqa: E402
+from longcall.delivery import response_of  # noqa: E402
 from longcall.errors import StoreUnavailable  # noqa: E402
 from longcall.jobs import CallIds, Delivery, JobState  # noqa: E402
-from longcall.resumer import response_of  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 try:
@@ -253,7 +253,7 @@ def test_a_resume_arriving_during_a_slow_user_turn_waits_for_it(
         turn = asyncio.create_task(h.say("A slow question"))
         await asyncio.wait_for(h.llm.entered.wait(), GATE_TIMEOUT)
 
-        resumer = h.app.resumer(h.agent, poll_interval=0.05)
+        resumer = h.app.deliverer(h.agent, poll_interval=0.05)
         stop = asyncio.Event()
         loop = asyncio.create_task(resumer.run(stop))
         assert (await h.app.complete_async(job.job_id, {"url": URL})).changed
@@ -301,7 +301,7 @@ def test_a_user_turn_arriving_during_a_resume_waits_for_it(
         [job] = await h.app.list_jobs_async()
         h.llm.slow_when(lambda c: statuses(c) == ["succeeded"])
         await h.app.complete_async(job.job_id, {"url": URL})
-        resumer = h.app.resumer(h.agent)
+        resumer = h.app.deliverer(h.agent)
         resume = asyncio.create_task(resumer.run_once())
         await asyncio.wait_for(h.llm.entered.wait(), GATE_TIMEOUT)
         during = await h.history()
@@ -344,7 +344,7 @@ def test_a_cancelled_user_turn_does_not_keep_the_session_locked(kind: str, tmp_p
         turn = asyncio.create_task(h.say("A slow question"))
         await asyncio.wait_for(h.llm.entered.wait(), GATE_TIMEOUT)
         await h.app.complete_async(job.job_id, {"url": URL})
-        resumer = h.app.resumer(h.agent)
+        resumer = h.app.deliverer(h.agent)
         assert await resumer.run_once() == 0  # the turn holds the session
         turn.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -385,7 +385,7 @@ async def child(phase: str, kind: str, directory: Path) -> dict[str, Any]:
             await h.say("Export my data to CSV")
             [job] = await h.app.list_jobs_async()
             return {"job_id": job.job_id, "call_id": job.call_id}
-        resumer = h.app.resumer(h.agent)
+        resumer = h.app.deliverer(h.agent)
         handled = await resumer.run_once()
         return {"handled": handled, "stats": dict(resumer.stats)}
     finally:
@@ -403,7 +403,7 @@ def test_a_new_process_resumes_a_call_made_before_a_restart(kind: str, tmp_path:
 
     async def body(h: Harness) -> None:
         # A third App, Runner and session service find nothing left to do.
-        assert await h.app.resumer(h.agent).run_once() == 0
+        assert await h.app.deliverer(h.agent).run_once() == 0
         assert await h.history() == [*CALL_TURN, *RESUME]
         job = await h.app.get_job_async(called["job_id"])
         assert (job.delivery, job.call_id) == (Delivery.DELIVERED, called["call_id"])
@@ -444,7 +444,7 @@ def test_an_unknown_call_id_orphans_the_job_and_is_never_retried(kind: str, tmp_
         assert pending["status"] == "pending"
         await h.app.complete_async(pending["jobId"], {"url": URL})
         before = await h.history()
-        resumer = h.app.resumer(h.agent, retry_base=0)
+        resumer = h.app.deliverer(h.agent, retry_base=0)
         assert await resumer.run_once() == 1
         assert resumer.stats == {"orphaned": 1}
         job = await h.app.get_job_async(pending["jobId"])
@@ -482,7 +482,7 @@ def test_a_duplicate_completion_is_never_delivered_twice(kind: str, tmp_path: Pa
             user_id=USER, session_id=SESSION, call_id=job.call_id
         )
 
-        resumer = h.app.resumer(h.agent)
+        resumer = h.app.deliverer(h.agent)
         assert await resumer.run_once() == 1
         assert resumer.stats == {"already_in_session": 1}
         assert (await h.app.get_job_async(job.job_id)).delivery is Delivery.DELIVERED
@@ -513,7 +513,7 @@ def test_a_response_is_never_sent_without_its_call_id(kind: str, tmp_path: Path)
         )
         await h.app.complete_async(no_call["jobId"], {"url": URL})
         await h.app.complete_async(job.job_id, {"url": URL})
-        resumer = h.app.resumer(h.agent)
+        resumer = h.app.deliverer(h.agent)
         assert await resumer.run_once() == 1
         assert await resumer.run_once() == 0
         orphan = await h.app.get_job_async(no_call["jobId"])

@@ -100,7 +100,7 @@ def test_the_nineteen_minute_report_on_adk(tmp_path: Path) -> None:
             ),
             session_service=sessions,
         )
-        resumer = app.resumer(adk.AdkAgentRunner(runner))
+        resumer = app.deliverer(adk.AdkAgentRunner(runner))
         sweeper = app.sweeper()
         await sessions.create_session(app_name=APP_NAME, user_id=USER, session_id=SESSION)
 

@@ -1,29 +1,18 @@
-"""The dashboard: login, escaping, the curl commands it shows, and the live page in Chromium.
-
-The browser tests drive Debian's chromium (/usr/bin/chromium) through Playwright; without it
-they skip, except under CI=true, where a missing browser fails the run instead.
-"""
+"""The dashboard: login, escaping, the curl commands it shows, and the live page in Chromium
+(the server and the browser are set up in conftest.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import contextlib
 import html
 import json
 import os
 import re
-import socket
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
-import pydantic
 import pytest
 
 import longcall
@@ -31,86 +20,10 @@ import longcall
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
 
-from longcall.server import runner
-from longcall.server.app import Settings
 from longcall.server.auth import COOKIE
+from server.conftest import Served, logged_in
 
-CHROMIUM = Path("/usr/bin/chromium")
-IN_CI = os.environ.get("CI") == "true"
 MARKUP_ID = "<script>alert('id')</script>"
-
-
-@dataclass
-class Served:
-    app: longcall.App
-    agent: longcall.ScriptedAgent
-    url: str
-    token: str  # alice's
-    api: httpx.Client  # alice's bearer token on every request
-
-    def page(self, path: str) -> httpx.Response:
-        """A dashboard page as alice's browser would ask for it, with the login cookie."""
-        return httpx.get(self.url + path, cookies={COOKIE: self.token})
-
-
-async def _serve(server: runner.Server, worker: Any, sock: socket.socket) -> None:
-    looping = asyncio.create_task(worker.run(handle_signals=False))
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        worker.stop()
-        await looping
-
-
-class Approval(pydantic.BaseModel):
-    approved: bool
-    amount: int
-    channel: Literal["email", "phone"] = "email"
-    note: str = ""
-
-
-@pytest.fixture
-def served(sqlite_url: str) -> Iterator[Served]:
-    """The API and the worker loops on a free port; alice's scripted agent starts export jobs,
-    and a refund workflow asks for an approval."""
-    app = longcall.App(sqlite_url)
-
-    @app.long_running(key="export:{fmt}")
-    def export(fmt: str) -> str:
-        """Exports data."""
-        return "started"
-
-    @app.workflow("refund")
-    def refund(order: dict[str, Any], ctx: longcall.TaskContext) -> dict[str, Any]:
-        ctx.emit("asked", order)
-        answer = ctx.interrupt("Approve the refund?", schema=Approval)
-        ctx.emit("answered", answer.model_dump())
-        return answer.model_dump()
-
-    agent = longcall.ScriptedAgent(
-        app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]
-    )
-    token = app.store.create_token(user_id="alice")[1]
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = runner.build(app, agent=agent, settings=Settings(poll=0.1))
-    worker = app.worker(agent, poll_interval=0.1)
-    thread = threading.Thread(target=asyncio.run, args=(_serve(server, worker, sock),))
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    headers = {"authorization": f"Bearer {token}"}
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=10) as api:
-            yield Served(app, agent, url, token, api)
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-        app.close()
 
 
 def create(served: Served, job_id: str, **fields: Any) -> dict[str, Any]:
@@ -131,7 +44,9 @@ def ask(served: Served, text: str) -> None:
 
 def shown_curl(page_html: str, verb: str) -> str:
     """The curl command the job page shows beside one action's button."""
-    form = re.search(rf'<form class="action" data-verb="{verb}">(.*?)</form>', page_html, re.S)
+    form = re.search(
+        rf'<form class="action[^"]*" data-verb="{verb}"[^>]*>(.*?)</form>', page_html, re.S
+    )
     assert form is not None, f"no {verb} form"
     code = re.search(r'<pre class="curl"><code>(.*?)</code></pre>', form[1], re.S)
     assert code is not None, f"no curl command beside {verb}"
@@ -178,7 +93,10 @@ def test_job_data_is_escaped_on_both_pages(served: Served) -> None:
         assert "<script>alert" not in page.text and "<img src=x" not in page.text
         assert html.escape(MARKUP_ID) in page.text
     static = re.findall(r"<script[^>]*>", served.page("/").text)
-    assert static == ['<script src="/static/dashboard.js" defer>']
+    assert static == [
+        '<script src="/static/dashboard.js" defer>',
+        '<script src="/static/dashboard_runs.js" defer>',
+    ]
 
 
 def test_another_users_job_is_not_found(served: Served) -> None:
@@ -249,9 +167,9 @@ def submit_refund(served: Served, order_id: str = "o-1") -> str:
     return run_id
 
 
-def test_the_run_page_builds_the_resume_form_from_the_schema(served: Served) -> None:
-    """One input per property (checkbox, number, select, text), the curl commands beside the
-    buttons, markup in the data shown as text; the runs page lists the run; bob gets 404."""
+def test_the_run_page_builds_the_answer_form_from_the_schema(served: Served) -> None:
+    """One input per property (yes/no radios, number, select, text), the curl commands beside
+    the buttons, markup in the data shown as text; the runs page lists the run; bob gets 404."""
     run_id = submit_refund(served, MARKUP_ID)
     listed = served.page("/runs")
     assert listed.status_code == 200 and f'href="/runs/{run_id}"' in listed.text
@@ -259,21 +177,28 @@ def test_the_run_page_builds_the_resume_form_from_the_schema(served: Served) -> 
     page = served.page(f"/runs/{run_id}")
     assert page.status_code == 200
     assert "<script>alert" not in page.text and html.escape(MARKUP_ID) in page.text
-    form = re.search(r'<form class="action" id="resume">(.*?)</form>', page.text, re.S)
+    form = re.search(
+        r'<form class="action decision" id="answers"[^>]*>(.*?)</form>', page.text, re.S
+    )
     assert form is not None
     controls = re.findall(r"<(input|select)[^>]*name=\"([^\"]+)\"[^>]*>", form[1])
     assert controls == [
-        ("input", "interrupt-1.approved"),
+        ("input", "interrupt-1.approved"),  # yes
+        ("input", "interrupt-1.approved"),  # no
         ("input", "interrupt-1.amount"),
         ("select", "interrupt-1.channel"),
         ("input", "interrupt-1.note"),
     ]
-    assert 'type="checkbox"' in form[1] and 'type="number" step="1"' in form[1]
+    assert form[1].count('type="radio"') == 2 and 'type="number" step="1"' in form[1]
     command = html.unescape(re.findall(r'<pre class="curl"><code>(.*?)</code>', form[1], re.S)[0])
-    assert command.startswith(f"curl -X POST '{served.url}/v1/runs/{run_id}/resume' \\\n")
-    body = {"interrupt-1": {"approved": False, "channel": "email"}}  # an empty note is left out
+    assert command.startswith(f"curl -X POST '{served.url}/v1/runs/{run_id}/answers' \\\n")
+    # No decision is made for alice: approved is left out until she picks yes or no (an empty
+    # note is left out too); the channel starts at the schema's default.
+    body = {"interrupt-1": {"channel": "email"}}
     assert command.endswith(f"-d '{json.dumps(body, separators=(',', ':'))}'")
-    cancel = re.search(r'<form class="action" id="cancel">(.*?)</form>', page.text, re.S)
+    cancel = re.search(
+        r'<form class="action danger" id="cancel"[^>]*>(.*?)</form>', page.text, re.S
+    )
     assert cancel is not None
     assert html.unescape(cancel[1]).count(f"curl -X DELETE '{served.url}/v1/runs/{run_id}'") == 1
 
@@ -283,59 +208,6 @@ def test_the_run_page_builds_the_resume_form_from_the_schema(served: Served) -> 
 
 
 # -- in the browser ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Debian chromium under Playwright (its own browser download is not used)."""
-    if not CHROMIUM.exists():
-        if IN_CI:
-            pytest.fail(f"CI=true but there is no browser at {CHROMIUM}")
-        pytest.skip(f"no browser at {CHROMIUM}; install Debian's chromium package")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
-        yield chromium
-        chromium.close()
-
-
-@contextlib.contextmanager
-def logged_in(browser: Any, served: Served, *, expected: tuple[str, ...] = ()) -> Iterator[Any]:
-    """A page logged in as alice, on the jobs table, with its event stream open; at the end,
-    no errors on it but those containing one of ``expected``."""
-    from playwright.sync_api import expect
-
-    context = browser.new_context()
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("dialog", lambda dialog: errors.append(f"a dialog opened: {dialog.message}"))
-    page.on(
-        "console",
-        lambda m: errors.append(f"{m.text} {m.location}") if m.type == "error" else None,
-    )
-    page.goto(f"{served.url}/login?token={served.token}")
-    assert page.url == served.url + "/"
-    expect(page.locator("#live")).to_have_text("live", timeout=5000)
-    yield page
-    context.close()
-    unexpected = [e for e in errors if not any(text in e for text in expected)]
-    assert unexpected == [], "the page raised errors"
-
-
-@pytest.fixture
-def page(browser: Any, served: Served) -> Iterator[Any]:
-    """A page logged in as alice, on the jobs table, with its event stream open."""
-    with logged_in(browser, served) as page:
-        yield page
 
 
 def test_a_new_job_appears_and_completing_it_resumes_the_agent(page: Any, served: Served) -> None:
@@ -380,14 +252,15 @@ def test_markup_in_job_data_shows_as_text_in_the_browser(page: Any, served: Serv
     expect(page.locator("h1")).to_contain_text(MARKUP_ID)
     page.locator('form[data-verb="fail"] input').fill("</pre><b>bold</b>")
     page.get_by_role("button", name="Fail", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Fail the job").click()
     expect(page.locator("h1 .badge")).to_have_text("failed", timeout=5000)
     expect(page.locator("#log")).to_contain_text("</pre><b>bold</b>")
     assert page.locator("b").count() == 0
 
 
-def test_a_run_is_answered_through_its_resume_form(browser: Any, served: Served) -> None:
+def test_a_run_is_answered_through_its_answer_form(browser: Any, served: Served) -> None:
     """From the header to the run: a missing answer is refused naming the field and the run
-    still waits; a full answer resumes it, and the page shows it complete with its events."""
+    still waits; a full answer continues it, and the page shows it complete with its events."""
     # Chromium logs the refused answer's 422 as a console error: that one is expected.
     with logged_in(browser, served, expected=("status of 422",)) as page:
         answer_through_the_form(page, served)
@@ -403,23 +276,42 @@ def answer_through_the_form(page: Any, served: Served) -> None:
     expect(page.locator("#runs tr", has=link).locator(".badge")).to_have_text("waiting_input")
     link.click()
     expect(page.locator("#live")).to_have_text("live", timeout=5000)
-    form = page.locator("#resume")
+    form = page.locator("#answers")
     expect(form).to_contain_text("Approve the refund?")
 
-    form.get_by_role("button", name="Resume").click()
+    dialog = page.get_by_role("dialog")
+    # Nothing is decided for alice: with no yes or no picked, nothing is sent.
+    form.get_by_role("button", name="Answer").click()
+    expect(page.locator("#outcome")).to_have_text(
+        "interrupt-1: choose yes or no for “Approved”.", timeout=5000
+    )
+    expect(dialog).to_be_hidden()
+    approved = form.get_by_role("group", name="Approved")
+    approved.get_by_label("Yes").check()
+    form.get_by_role("button", name="Answer").click()
+    dialog.get_by_role("button", name="Send the answer").click()
     expect(page.locator("#outcome")).to_have_text(
         "interrupt-1: 'amount' is a required property", timeout=5000
     )
     assert served.app.store.get_run(run_id).status is longcall.RunStatus.WAITING_INPUT
 
-    form.get_by_label("Approved").check()
     form.get_by_label("Amount").fill("30")
     form.get_by_label("Channel").select_option("phone")
     form.get_by_label("Note").fill("<b>ok</b>")
     answer = {"approved": True, "amount": 30, "channel": "phone", "note": "<b>ok</b>"}
     body = json.dumps({"interrupt-1": answer}, separators=(",", ":"))
     expect(form.locator(".curl")).to_contain_text(f"-d '{body}'")
-    form.get_by_role("button", name="Resume").click()
+    # The answer is shown before it goes; going back sends nothing.
+    form.get_by_role("button", name="Answer").click()
+    expect(dialog).to_contain_text("Send this answer?")
+    expect(dialog.locator(".sent")).to_contain_text('"amount": 30')
+    dialog.get_by_role("button", name="Go back").click()
+    expect(page.locator("#outcome")).to_have_text(
+        "Nothing was sent; the run still waits for the answer."
+    )
+    assert served.app.store.get_run(run_id).status is longcall.RunStatus.WAITING_INPUT
+    form.get_by_role("button", name="Answer").click()
+    dialog.get_by_role("button", name="Send the answer").click()
     expect(page.locator("h1 .badge")).to_have_text("completed", timeout=10000)
     expect(page.locator("#answer")).to_contain_text("not waiting for an answer")
     expect(page.locator("[data-field=result]")).to_contain_text('"channel": "phone"')
@@ -468,7 +360,9 @@ def test_the_schedule_pages_show_it_and_each_curl_command_does_what_its_button_d
     assert "-01-01 00:00:00 +01:00" in upcoming[1]  # midnight of New Year in Berlin
 
     def command(form: str) -> str:
-        found = re.search(rf'<form class="action" id="{form}">(.*?)</form>', page.text, re.S)
+        found = re.search(
+            rf'<form class="action[^"]*" id="{form}"[^>]*>(.*?)</form>', page.text, re.S
+        )
         assert found is not None, f"no {form} form"
         code = re.search(r'<pre class="curl"><code>(.*?)</code></pre>', found[1], re.S)
         assert code is not None, f"no curl command beside {form}"
@@ -481,7 +375,7 @@ def test_the_schedule_pages_show_it_and_each_curl_command_does_what_its_button_d
         "  -H 'Content-Type: application/json' \\\n"
         "  -d '{\"paused\":true}'"
     )
-    assert command("resume").endswith("-d '{\"paused\":false}'")
+    assert command("unpause").endswith("-d '{\"paused\":false}'")
     assert command("trigger") == (
         f"curl -X POST '{url}/trigger' \\\n  -H \"Authorization: Bearer $LONGCALL_TOKEN\""
     )
@@ -520,13 +414,13 @@ def test_a_schedule_is_paused_then_run_from_its_page(page: Any, served: Served) 
     link.click()
     expect(page.locator("#live")).to_have_text("live", timeout=5000)
     expect(page.locator("#next tr")).to_have_count(5)
-    expect(page.locator("#resume button")).to_be_disabled()
+    expect(page.locator("#unpause button")).to_be_disabled()
 
     page.get_by_role("button", name="Pause", exact=True).click()
     expect(page.locator("h1 .badge")).to_have_text("paused", timeout=5000)
-    expect(page.locator("#outcome")).to_have_text("Paused: nothing fires until it is resumed.")
+    expect(page.locator("#outcome")).to_have_text("Paused: nothing fires until it is unpaused.")
     expect(page.locator("#pause button")).to_be_disabled()
-    expect(page.locator("#resume button")).to_be_enabled()
+    expect(page.locator("#unpause button")).to_be_enabled()
     assert served.app.store.get_cron(cron_id).paused is True  # Playwright's loop runs here
 
     page.get_by_role("button", name="Run now", exact=True).click()

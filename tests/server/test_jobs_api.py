@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
+import time
 from typing import Any
 
 import pytest
 
-from longcall import JobState
+from longcall import CallIds, JobState
+from procs import sql_rows
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 from server.conftest import Api
@@ -183,3 +188,42 @@ def test_unicode_and_huge_numbers_are_422_not_500(
     got = api.call("GET", path, api.admin, headers=headers)
     assert got.status_code == 422
     assert got.json()["error"]["field"]
+
+
+def test_cancelling_a_job_for_a_tool_outside_python_calls_no_hook(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job made over POST /v1/jobs and cancelled with a worker running queues no on_cancel
+    item and logs nothing; a Python tool's hook is still called, once."""
+    hooked: list[str] = []
+
+    @api.app.long_running(key="print:{doc}", on_cancel=lambda job: hooked.append(job.id))
+    def print_doc(doc: str) -> str:
+        """Prints."""
+        return "printing"
+
+    print_doc.invoke({"doc": "a"}, CallIds("exports", "alice", "s-p", "c-p", "i-p"))
+    made = api.call("POST", "/v1/jobs", api.alice, {"toolName": "render", "jobId": "render:9"})
+    assert made.status_code == 201, made.text
+    worker = api.app.worker(dispatch_interval="20ms")
+    thread = threading.Thread(target=asyncio.run, args=(worker.run(handle_signals=False),))
+    caplog.set_level(logging.INFO, logger="longcall")
+    thread.start()
+    try:
+        for job_id in ("render:9", "print:a"):
+            got = api.call("POST", f"/v1/jobs/{job_id}/cancel", api.alice, {"reason": "no"})
+            assert got.status_code == 200 and got.json()["changed"], got.text
+        deadline = time.monotonic() + 10
+        while not hooked:
+            assert time.monotonic() < deadline, "the print hook was not called"
+            time.sleep(0.02)
+        time.sleep(0.3)  # a dozen dispatcher passes: time enough to retry anything
+    finally:
+        while worker.stop_event is None and thread.is_alive():
+            time.sleep(0.01)
+        worker.stop()
+        thread.join(10)
+    assert hooked == ["print:a"]
+    assert sql_rows(api.app.url, "SELECT job_id, kind FROM lc_outbox") == []
+    assert [e.kind for e in api.app.job_events("render:9")] == ["cancelled"]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -38,7 +38,7 @@ def test_metrics_count_jobs_webhooks_and_deliveries(db_url: str, live: Any) -> N
         assert client.post("/v1/hooks/batch", content=body, headers=forged).status_code == 401
         anywhere = client.post("/v1/hooks/x-random", content=body, headers=forged)
         assert anywhere.status_code == 401
-        assert asyncio.run(app.resumer(agent).run_once()) == 1
+        assert asyncio.run(app.deliverer(agent).run_once()) == 1
         got = client.get("/metrics")
     app.close()
     assert got.status_code == 200

@@ -73,7 +73,9 @@ def load(web: Any) -> Any:
         ("POST", "/v1/runs"),
         ("GET", "/v1/runs/{runId}"),
         ("DELETE", "/v1/runs/{runId}"),
+        ("POST", "/v1/runs/{runId}/answers"),
         ("POST", "/v1/runs/{runId}/resume"),
+        ("GET", "/v1/workers"),
         ("GET", "/v1/cron"),
         ("POST", "/v1/cron"),
         ("GET", "/v1/cron/{cronId}"),
@@ -124,6 +126,7 @@ def test_the_spec_names_every_route(tmp_path: Any, live: Any) -> None:
         "/v1/hooks/{source}",
         "/v1/events",
         "/v1/runs",
+        "/v1/runs/{runId}/answers",
         "/v1/runs/{runId}/resume",
     ):
         assert path in spec["paths"]

@@ -1,4 +1,4 @@
-"""/v1/runs over a real server, on SQLite and PostgreSQL: submit, list, cancel, resume, follow.
+"""/v1/runs over a real server, on SQLite and PostgreSQL: submit, list, cancel, answer, follow.
 
 Runs are executed by a worker in the test (``app.run_worker`` in a thread of its own) or by
 hand with ``app.continue_run``; every refusal is checked to have changed nothing in the store.
@@ -177,7 +177,7 @@ def test_submit_queues_a_run_for_the_user_and_only_they_and_admin_see_it(api: Ru
         ("GET", "", None),
         ("DELETE", "", None),
         ("GET", "/events", None),
-        ("POST", "/resume", {"interrupt-1": {"approved": True}}),
+        ("POST", "/answers", {"interrupt-1": {"approved": True}}),
     ]:
         got = api.call(method, path + suffix, api.bob, body)
         assert got.status_code == 404, (method, suffix)
@@ -326,7 +326,7 @@ def test_cancel_ends_a_queued_or_waiting_run_and_leaves_a_finished_one(api: Runs
     assert got.json()["status"] == "cancelled" and got.json()["pendingInterrupts"] == []
 
     done = waiting_refund(api)
-    api.app.resume(done, {"interrupt-1": {"approved": False}})
+    api.app.answer(done, {"interrupt-1": {"approved": False}})
     before = snapshot(api)
     for run_id, status in ((done, "completed"), (queued, "cancelled")):
         again = api.call("DELETE", f"/v1/runs/{run_id}", api.alice)
@@ -368,10 +368,10 @@ def test_a_failed_run_shows_every_attempts_error(api: Runs) -> None:
     ]
 
 
-# -- resuming ---------------------------------------------------------------------------------
+# -- answering --------------------------------------------------------------------------------
 
 
-def test_resume_checks_answers_against_the_schema_then_a_worker_completes_it(api: Runs) -> None:
+def test_answers_are_checked_against_the_schema_then_a_worker_completes_it(api: Runs) -> None:
     """A wrong type is 422 naming the field and the run still waits; a right answer is 202, and
     the worker resumes the run to its end."""
     with worker(api.app):
@@ -389,41 +389,41 @@ def test_resume_checks_answers_against_the_schema_then_a_worker_completes_it(api
         assert question["error"] is None
 
         before = snapshot(api)
-        wrong = api.call("POST", path + "/resume", api.alice, {"interrupt-1": {"approved": "yes"}})
+        wrong = api.call("POST", path + "/answers", api.alice, {"interrupt-1": {"approved": "yes"}})
         assert wrong.status_code == 422
         problem = wrong.json()["error"]
-        assert problem["code"] == "invalid_resume"
+        assert problem["code"] == "invalid_answer"
         assert problem["field"] == "interrupt-1.approved"
         assert "'yes' is not of type 'boolean'" in problem["message"]
-        missing = api.call("POST", path + "/resume", api.alice, {"interrupt-1": {"note": 1}})
+        missing = api.call("POST", path + "/answers", api.alice, {"interrupt-1": {"note": 1}})
         fields = [(e["field"], e["message"]) for e in missing.json()["error"]["errors"]]
         assert fields == [
             ("interrupt-1", "'approved' is a required property"),
             ("interrupt-1.note", "1 is not of type 'string'"),
         ]
         for body in ({"continue": True}, {}):
-            bad_key = api.call("POST", path + "/resume", api.alice, body)
+            bad_key = api.call("POST", path + "/answers", api.alice, body)
             assert (
-                bad_key.status_code == 422 and bad_key.json()["error"]["code"] == "invalid_resume"
+                bad_key.status_code == 422 and bad_key.json()["error"]["code"] == "invalid_answer"
             )
-        assert api.call("POST", path + "/resume", api.alice, [1]).status_code == 422
+        assert api.call("POST", path + "/answers", api.alice, [1]).status_code == 422
         time.sleep(0.2)  # a worker that wrongly got the run would have moved it by now
         assert snapshot(api) == before
         assert api.app.store.get_run(run_id).status is RunStatus.WAITING_INPUT
 
         answer = {"interrupt-1": {"approved": True, "note": "ok by me"}}
-        accepted = api.call("POST", path + "/resume", api.alice, answer)
+        accepted = api.call("POST", path + "/answers", api.alice, answer)
         assert accepted.status_code == 202, accepted.text
         assert accepted.json()["status"] in ("queued", "running", "completed")
         run = wait_for(api, run_id, RunStatus.COMPLETED, RunStatus.FAILED)
     assert run.result == {"refunded": True, "receipt": "charged 30", "note": "ok by me"}
     done = api.call("GET", path, api.alice).json()
     assert done["pendingInterrupts"] == [] and [s["name"] for s in done["steps"]] == ["charge"]
-    again = api.call("POST", path + "/resume", api.alice, answer)
+    again = api.call("POST", path + "/answers", api.alice, answer)
     assert again.status_code == 409 and again.json()["error"]["code"] == "run_not_waiting"
 
 
-def test_resume_of_a_run_not_waiting_is_409_and_changes_nothing(api: Runs) -> None:
+def test_answers_to_a_run_not_waiting_are_409_and_change_nothing(api: Runs) -> None:
     """A queued run, or one cancelled, is not waiting: 409, no answer stored."""
     queued = submit(api, api.alice)["runId"]
     cancelled = waiting_refund(api)
@@ -431,19 +431,56 @@ def test_resume_of_a_run_not_waiting_is_409_and_changes_nothing(api: Runs) -> No
     before = snapshot(api)
     for run_id in (queued, cancelled):
         got = api.call(
-            "POST", f"/v1/runs/{run_id}/resume", api.alice, {"interrupt-1": {"approved": True}}
+            "POST", f"/v1/runs/{run_id}/answers", api.alice, {"interrupt-1": {"approved": True}}
         )
         assert got.status_code == 409 and got.json()["error"]["field"] == "runId"
     assert snapshot(api) == before
+
+
+def test_the_old_resume_path_still_answers_and_says_it_is_deprecated(api: Runs) -> None:
+    """POST /v1/runs/{runId}/resume answers as /answers does for one release, with a
+    Deprecation header and a Link to the new path."""
+    run_id = waiting_refund(api)
+    got = api.call(
+        "POST", f"/v1/runs/{run_id}/resume", api.alice, {"interrupt-1": {"approved": True}}
+    )
+    assert got.status_code == 202 and got.json()["status"] == "queued"
+    assert got.headers["deprecation"] == "true"
+    assert got.headers["link"] == f'</v1/runs/{run_id}/answers>; rel="successor-version"'
 
 
 def test_an_answer_to_a_question_not_asked_yet_is_accepted(api: Runs) -> None:
     """interrupt-2 has no schema yet: it is stored as it is, beside a valid interrupt-1."""
     run_id = waiting_refund(api)
     answers = {"interrupt-1": {"approved": False}, "interrupt-2": "anything"}
-    got = api.call("POST", f"/v1/runs/{run_id}/resume", api.alice, answers)
+    got = api.call("POST", f"/v1/runs/{run_id}/answers", api.alice, answers)
     assert got.status_code == 202 and got.json()["status"] == "queued"
     assert api.app.continue_run(run_id).result == {"refunded": False}
+
+
+def test_an_answer_to_a_question_never_asked_is_422_and_nothing_runs(api: Runs) -> None:
+    """interrupt-7, or interrupt-3 skipping interrupt-2, is 422 naming the key; with a worker
+    running nothing is stored and the run is not executed again."""
+    run_id = waiting_refund(api)
+    path = f"/v1/runs/{run_id}/answers"
+    right = {"approved": True}
+    with worker(api.app):
+        before = snapshot(api)
+        for body, keys in (
+            ({"interrupt-7": right}, ["interrupt-7"]),
+            ({"interrupt-1": right, "interrupt-3": 1}, ["interrupt-3"]),
+            ({"interrupt-2": 1}, ["interrupt-2"]),
+        ):
+            got = api.call("POST", path, api.alice, body)
+            assert got.status_code == 422, got.text
+            problem = got.json()["error"]
+            assert problem["code"] == "invalid_answer"
+            assert [e["field"] for e in problem["errors"]] == keys
+            assert f"the run has not asked {keys[0]}" in problem["message"]
+        time.sleep(0.2)  # a worker that wrongly got the run would have moved it by now
+        assert snapshot(api) == before
+    run = api.app.store.get_run(run_id)
+    assert (run.status, run.executions) == (RunStatus.WAITING_INPUT, 1)
 
 
 # -- the event log ----------------------------------------------------------------------------
@@ -528,7 +565,7 @@ def test_the_event_stream_follows_a_run_to_its_end_and_resumes_from_last_event_i
         assert not stream.ended.wait(1.0)  # a waiting run may go on: the stream stays open
 
         answer = {"interrupt-1": {"approved": True}}
-        assert api.call("POST", f"/v1/runs/{run_id}/resume", api.alice, answer).status_code == 202
+        assert api.call("POST", f"/v1/runs/{run_id}/answers", api.alice, answer).status_code == 202
         api.app.continue_run(run_id)
         charged = stream.next(lambda m: m.event == "event")
         assert (charged.id, charged.data["kind"], charged.data["data"]) == (

@@ -139,8 +139,8 @@ def test_a_retry_resumes_from_the_checkpoint_until_the_failing_task_succeeds(
     attempt's error is on record with its number."""
     app, calls = retrying_app(db_url, 2, is_async=is_async)
     try:
-        run, created = app.submit_run("retrying", 5, max_retries=2)
-        assert created and run.status is RunStatus.QUEUED
+        run = app.submit_run("retrying", 5, max_retries=2)
+        assert run.created and run.status is RunStatus.QUEUED
         drain(app, [run.run_id])
         details = app.get_run(run.run_id)
         assert details.status is RunStatus.COMPLETED, details.run.errors
@@ -165,7 +165,7 @@ def test_exhausted_retries_fail_the_run_with_every_attempts_error(
     """Task 2 always fails: after max_retries=2 the run is failed, its three errors listed."""
     app, calls = retrying_app(db_url, 100, is_async=is_async)
     try:
-        run, _ = app.submit_run("retrying", 5, max_retries=2)
+        run = app.submit_run("retrying", 5, max_retries=2)
         drain(app, [run.run_id])
         details = app.get_run(run.run_id)
         assert details.status is RunStatus.FAILED
@@ -195,7 +195,7 @@ def test_task_retries_happen_inside_each_run_attempt(db_url: str) -> None:
     quick = RetryPolicy(max_attempts=2, initial="10ms", maximum="10ms", jitter=False)
     app, calls = retrying_app(db_url, 3, is_async=False, retry=quick)
     try:
-        run, _ = app.submit_run("retrying", 1, max_retries=1)
+        run = app.submit_run("retrying", 1, max_retries=1)
         drain(app, [run.run_id])
         details = app.get_run(run.run_id)
         assert details.status is RunStatus.COMPLETED, details.run.errors
@@ -260,7 +260,7 @@ def test_each_attempt_over_its_timeout_fails_and_the_last_fails_the_run(
     and after max_retries the run is failed; the cut-off attempts record nothing."""
     app, starts = sleepy_app(db_url, is_async=is_async, slow_calls=100)
     try:
-        run, _ = app.submit_run("sleepy", 3, max_retries=2, timeout="300ms")
+        run = app.submit_run("sleepy", 3, max_retries=2, timeout="300ms")
         assert run.timeout_secs == pytest.approx(0.3)
         took = drain(app, [run.run_id])
         details = app.get_run(run.run_id)
@@ -288,7 +288,7 @@ def test_an_attempt_over_its_timeout_is_retried_and_the_retry_completes(
     """The first attempt sleeps past the timeout, the retry is quick: completed, one error."""
     app, starts = sleepy_app(db_url, is_async=is_async, slow_calls=1)
     try:
-        run, _ = app.submit_run("sleepy", 3, max_retries=1, timeout="300ms")
+        run = app.submit_run("sleepy", 3, max_retries=1, timeout="300ms")
         took = drain(app, [run.run_id])
         details = app.get_run(run.run_id)
         assert took < 2
@@ -324,8 +324,8 @@ def report_app(url: str, *, fail: bool = False) -> tuple[App, ScriptedAgent, lis
     @app.long_running(key="report:{q}")
     def report(q: str, job: JobHandle) -> str:
         """Writes a report."""
-        run, created = app.submit_run("report_wf", {"q": q}, job=job)
-        assert created
+        run = app.submit_run("report_wf", {"q": q}, job=job)
+        assert run.created
         submitted.append(run.run_id)
         return f"The report is queued as {run.run_id}."
 
@@ -359,8 +359,8 @@ def test_a_run_doing_a_tools_job_completes_it_and_the_agent_hears_once(db_url: s
         job = app.get_job("report:sales")
         assert job.state is JobState.SUCCEEDED
         assert job.result == {"q": "sales", "pages": 5}
-        assert asyncio.run(app.resumer(agent).run_once()) == 1
-        assert asyncio.run(app.resumer(agent).run_once()) == 0
+        assert asyncio.run(app.deliverer(agent).run_once()) == 1
+        assert asyncio.run(app.deliverer(agent).run_once()) == 0
         assert final_responses(agent, "s1", call_id) == [
             {"status": "succeeded", "jobId": "report:sales", "result": {"q": "sales", "pages": 5}}
         ]
@@ -379,8 +379,8 @@ def test_a_failed_run_fails_the_tools_job_and_the_agent_hears_once(db_url: str) 
         assert app.get_run(run_id).status is RunStatus.FAILED
         job = app.get_job("report:sales")
         assert job.state is JobState.FAILED
-        assert asyncio.run(app.resumer(agent).run_once()) == 1
-        assert asyncio.run(app.resumer(agent).run_once()) == 0
+        assert asyncio.run(app.deliverer(agent).run_once()) == 1
+        assert asyncio.run(app.deliverer(agent).run_once()) == 0
         (response,) = final_responses(agent, "s1", call_id)
         assert response["status"] == "failed"
         assert response["jobId"] == "report:sales"
@@ -427,7 +427,7 @@ def test_a_queued_run_doing_a_job_reports_nothing_without_a_worker(db_url: str) 
     try:
         call_id = ask_for_report(app, agent, "s1")
         time.sleep(0.3)
-        assert asyncio.run(app.resumer(agent).run_once()) == 0
+        assert asyncio.run(app.deliverer(agent).run_once()) == 0
         (run_id,) = submitted
         run = app.get_run(run_id).run
         assert (run.status, run.executions, run.holder, run.finished_at) == (
@@ -453,7 +453,7 @@ def test_cancelling_a_queued_run_doing_a_job_ends_the_job_and_tells_the_agent(
         (run_id,) = submitted
         assert app.cancel_run(run_id).status is RunStatus.CANCELLED
         assert app.get_job("report:sales").state is JobState.CANCELLED
-        assert asyncio.run(app.resumer(agent).run_once()) == 1
+        assert asyncio.run(app.deliverer(agent).run_once()) == 1
         (response,) = final_responses(agent, "s1", call_id)
         assert response["status"] == "cancelled"
     finally:
@@ -506,7 +506,7 @@ def test_cancelling_a_running_run_doing_a_job_ends_the_job_and_tells_the_agent(
         assert details.status is RunStatus.CANCELLED
         assert [s.name for s in details.steps] == ["slow_part"]
         assert app.get_job("slow:x").state is JobState.CANCELLED
-        assert asyncio.run(app.resumer(agent).run_once()) == 1
+        assert asyncio.run(app.deliverer(agent).run_once()) == 1
         (response,) = final_responses(agent, "s1", call.id)
         assert response["status"] == "cancelled"
     finally:
@@ -525,22 +525,20 @@ def test_the_same_idempotency_key_returns_the_same_run(db_url: str) -> None:
         return text
 
     try:
-        first, created = app.submit_run("echo", "one", idempotency_key="k1")
-        assert created
-        again, created_again = app.submit_run("echo", "two", idempotency_key="k1")
-        assert not created_again
+        first = app.submit_run("echo", "one", idempotency_key="k1")
+        assert first.created
+        again = app.submit_run("echo", "two", idempotency_key="k1")
+        assert not again.created
         assert again.run_id == first.run_id
         assert again.input == "one"
         assert again.idempotency_key == "k1"
-        other, created_other = app.submit_run("echo", "two", idempotency_key="k2")
-        assert created_other and other.run_id != first.run_id
+        other = app.submit_run("echo", "two", idempotency_key="k2")
+        assert other.created and other.run_id != first.run_id
         assert sql_rows(db_url, "SELECT COUNT(*) FROM lc_runs") == [(2,)]
         drain(app, [first.run_id, other.run_id])
         assert app.get_run(first.run_id).run.result == "one"
-        assert app.submit_run("echo", "three", idempotency_key="k1") == (
-            app.get_run(first.run_id).run,
-            False,
-        )
+        third = app.submit_run("echo", "three", idempotency_key="k1")
+        assert third == app.get_run(first.run_id).run and not third.created
     finally:
         app.close()
 
@@ -572,7 +570,7 @@ def test_a_run_submitted_without_a_worker_stays_queued(db_url: str) -> None:
         return int(note(n))
 
     try:
-        run, _ = app.submit_run("noted", 4)
+        run = app.submit_run("noted", 4)
         time.sleep(0.3)
         details = app.get_run(run.run_id)
         assert details.run == run
@@ -606,7 +604,7 @@ def test_a_worker_with_a_free_slot_takes_the_next_queued_run_without_waiting_a_p
         return n
 
     try:
-        ids = [app.submit_run("quick", n)[0].run_id for n in range(3)]
+        ids = [app.submit_run("quick", n).run_id for n in range(3)]
         took = drain(app, ids, concurrency=1, poll_interval="2s")
         assert [app.get_run(r).run.result for r in ids] == [0, 1, 2]
         assert took < 1.5, "the worker idled with a free slot until its next poll"
@@ -652,7 +650,7 @@ def test_a_worker_does_not_look_again_for_runs_the_statement_ending_a_run_looked
         try:
             at_start = await settled(app, db_url, claims)
             for n in range(6):
-                run, _ = await app.in_thread(app.submit_run, "quick", n)
+                run = await app.in_thread(app.submit_run, "quick", n)
                 for _ in range(250):
                     if (await app.in_thread(app.store.get_run, run.run_id)).status.terminal:
                         break
@@ -676,7 +674,7 @@ def test_a_worker_does_not_look_again_for_runs_the_statement_ending_a_run_looked
 def test_a_background_run_waits_for_input_and_a_worker_resumes_it_once_answered(
     db_url: str,
 ) -> None:
-    """A run asks a question on a worker; answer_run queues it and a worker finishes it
+    """A run asks a question on a worker; submit_answers queues it and a worker finishes it
     from its checkpoints."""
     app = background_app(db_url)
     calls: Counter[str] = Counter()
@@ -709,12 +707,12 @@ def test_a_background_run_waits_for_input_and_a_worker_resumes_it_once_answered(
             await running
 
     try:
-        run, _ = app.submit_run("asking", 21)
+        run = app.submit_run("asking", 21)
         asyncio.run(wait_until_waiting(run.run_id))
         waiting = app.get_run(run.run_id)
         assert waiting.status is RunStatus.WAITING_INPUT
         assert [i.key for i in waiting.pending] == ["interrupt-1"]
-        queued = app.answer_run(run.run_id, {"interrupt-1": "ada"})
+        queued = app.submit_answers(run.run_id, {"interrupt-1": "ada"})
         assert queued.status is RunStatus.QUEUED
         drain(app, [run.run_id])
         details = app.get_run(run.run_id)
@@ -781,7 +779,7 @@ def test_one_failed_lease_renewal_does_not_stop_the_heartbeat(db_url: str) -> No
             await asyncio.gather(one_running, other)
 
     try:
-        run, _ = first.submit_run("long_wf", None)
+        run = first.submit_run("long_wf", None)
         asyncio.run(main(run.run_id))
         details = first.get_run(run.run_id)
         assert hiccups == []

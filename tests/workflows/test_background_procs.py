@@ -136,8 +136,8 @@ def test_four_workers_two_sigkilled_finish_every_run_once_from_its_checkpoints(
     killed: dict[int, set[str]] = {}  # pid -> the runs it held when it died
     try:
         for n in range(RUNS):
-            run, created = app.submit_run("triple", n, run_id=f"run-{n:03d}")
-            assert created and run.status is RunStatus.QUEUED
+            run = app.submit_run("triple", n, run_id=f"run-{n:03d}")
+            assert run.created and run.status is RunStatus.QUEUED
         with procs() as workers:
             # Slow enough that runs are left to hold at the second kill: the first victim's
             # runs wait out their 2 s lease before it, and the other workers keep draining.
@@ -249,7 +249,7 @@ def test_cancel_reaches_a_run_on_another_process_at_its_next_task_call(
             # A grace far longer than the test: only the run's own next task call can end it.
             worker = Proc(db_url, tmp_path, "w", "--grace", "120s")
             workers.append(worker)
-            run, _ = app.submit_run(workflow, 100)
+            run = app.submit_run(workflow, 100)
             wait_for(lambda: len(app.get_run(run.run_id).steps) >= 2, 30, "two ticks", worker)
             asked = time.monotonic()
             flagged = app.cancel_run(run.run_id)
@@ -264,7 +264,7 @@ def test_cancel_reaches_a_run_on_another_process_at_its_next_task_call(
             took = time.monotonic() - asked
 
             # The worker goes on with other runs.
-            after, _ = app.submit_run("triple", 7)
+            after = app.submit_run("triple", 7)
             wait_for(
                 lambda: app.get_run(after.run_id).status is RunStatus.COMPLETED, 30, "a new run"
             )
@@ -299,7 +299,7 @@ def test_cancel_of_a_run_whose_worker_died_ends_it_when_another_takes_it_over(
         with procs() as workers:
             first = Proc(db_url, tmp_path, "first", "--grace", "120s")
             workers.append(first)
-            run, _ = app.submit_run("ticker_sync", 100)
+            run = app.submit_run("ticker_sync", 100)
             wait_for(lambda: len(app.get_run(run.run_id).steps) >= 2, 30, "two ticks", first)
             first.kill()
             recorded = app.get_run(run.run_id).steps
@@ -335,7 +335,7 @@ def test_cancel_of_an_async_run_stuck_in_a_task_ends_it_after_the_grace(
         with procs() as workers:
             worker = Proc(db_url, tmp_path, "w", "--grace", "1s")
             workers.append(worker)
-            run, _ = app.submit_run("sleeper_async", 60)
+            run = app.submit_run("sleeper_async", 60)
             wait_for(
                 lambda: any(r == run.run_id for r, _, _ in read_effects(worker.effects)),
                 30,
@@ -375,9 +375,7 @@ def test_cancels_racing_completions_end_each_run_once_either_way(
         with procs() as workers:
             options = ("--concurrency", "4", "--task-sleep", "0.1", "--grace", "5s")
             workers += [Proc(db_url, tmp_path, f"w{i}", *options) for i in range(2)]
-            ids = [
-                app.submit_run("triple", n, run_id=f"run-{n:03d}")[0].run_id for n in range(total)
-            ]
+            ids = [app.submit_run("triple", n, run_id=f"run-{n:03d}").run_id for n in range(total)]
             wait_for(lambda: statuses(db_url)["completed"] >= 5, 30, "runs to start", *workers)
             answered: dict[str, RunStatus] = {}
             for run_id in rng.sample(ids, total // 2):

@@ -35,7 +35,7 @@ def test_a_backlog_of_sync_runs_drains_in_one_thread_per_slot(db_url: str) -> No
         return int(note(n)) * 10
 
     try:
-        ids = [app.submit_run("noted", n)[0].run_id for n in range(12)]
+        ids = [app.submit_run("noted", n).run_id for n in range(12)]
         drain(app, ids, concurrency=1, poll_interval="2s")
         assert [app.get_run(r).run.result for r in ids] == [n * 10 for n in range(12)]
         assert [n for n, _ in seen] == list(range(12))
@@ -65,7 +65,7 @@ def test_a_cancel_reaches_a_run_in_the_middle_of_a_chain_at_its_next_task_call(
         return int(part(n, 0)) + int(part(n, 1))
 
     try:
-        ids = [app.submit_run("two_parts", n)[0].run_id for n in range(3)]
+        ids = [app.submit_run("two_parts", n).run_id for n in range(3)]
 
         def cancel_second() -> None:
             assert entered.wait(30)
@@ -106,7 +106,7 @@ def test_a_run_in_a_chain_still_going_after_the_grace_period_is_recorded_cancell
         return n
 
     try:
-        ids = [app.submit_run("stuck", n)[0].run_id for n in range(3)]
+        ids = [app.submit_run("stuck", n).run_id for n in range(3)]
 
         def cancel_second() -> None:
             assert entered.wait(30)
@@ -157,11 +157,11 @@ def test_a_chain_hands_async_and_timed_runs_to_the_event_loop(db_url: str) -> No
 
     try:
         ids = [
-            app.submit_run("sync_one", 1)[0].run_id,
-            app.submit_run("async_one", 2)[0].run_id,
-            app.submit_run("sync_one", 3)[0].run_id,
-            app.submit_run("timed_one", 4, timeout="300ms")[0].run_id,
-            app.submit_run("sync_one", 5)[0].run_id,
+            app.submit_run("sync_one", 1).run_id,
+            app.submit_run("async_one", 2).run_id,
+            app.submit_run("sync_one", 3).run_id,
+            app.submit_run("timed_one", 4, timeout="300ms").run_id,
+            app.submit_run("sync_one", 5).run_id,
         ]
         drain(app, ids, concurrency=1, poll_interval="2s")
         runs = [app.get_run(r).run for r in ids]
@@ -209,7 +209,7 @@ def test_a_stopping_worker_finishes_the_run_in_its_chain_and_claims_no_more(
         return worker.executed
 
     try:
-        ids = [app.submit_run("parted", n)[0].run_id for n in range(5)]
+        ids = [app.submit_run("parted", n).run_id for n in range(5)]
         try:
             executed = asyncio.run(main(ids))
         finally:

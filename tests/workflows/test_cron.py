@@ -8,10 +8,12 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import pydantic
 import pytest
 
 from longcall import App, RunStatus
 from longcall.clock import FakeClock
+from longcall.errors import WorkflowNotFound
 from longcall.workflows.cron import (
     ConcurrencyPolicy,
     Cron,
@@ -39,9 +41,23 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
+class Report(pydantic.BaseModel):
+    region: str
+    days: int = 1
+
+
 @pytest.fixture
 def app(db_url: str, clock: FakeClock) -> Iterator[App]:
+    """An App with the workflows the schedules name: slow, fast and other (any input), and
+    report (a Report)."""
     with App(db_url, clock=clock) as app:
+        for name in ("slow", "fast", "other"):
+            app.workflow(name)(lambda data=None: data)
+
+        @app.workflow("report")
+        def report(spec: Report) -> str:
+            return spec.region
+
         yield app
 
 
@@ -158,6 +174,26 @@ def test_invalid_fields_are_value_errors_naming_the_field(crons: Crons) -> None:
         assert isinstance(caught.value, CronValidationError)
         assert caught.value.field == field
     assert crons.list() == []
+
+
+def test_create_checks_the_workflow_and_the_input_unless_told_not_to(crons: Crons) -> None:
+    """An unknown workflow raises WorkflowNotFound and input the workflow refuses raises
+    CronValidationError naming input; nothing is created. A right input is stored as the
+    workflow encodes it; check_workflow=False takes a workflow registered elsewhere."""
+    with pytest.raises(WorkflowNotFound):
+        crons.create("x", "nope", "0 * * * *")
+    for bad, where in (({"days": 2}, "input.region"), ({"region": "EU", "days": "many"}, "days")):
+        with pytest.raises(CronValidationError) as caught:
+            crons.create("x", "report", "0 * * * *", input=bad)
+        assert caught.value.field == "input"
+        assert where in str(caught.value) and "'report' does not take it" in str(caught.value)
+    assert crons.list() == []
+
+    made = crons.create("eu", "report", "0 * * * *", input=Report(region="EU"))
+    assert made.input == {"region": "EU", "days": 1}
+    elsewhere = crons.create("w", "nope", "0 * * * *", input={"n": 1}, check_workflow=False)
+    assert (elsewhere.workflow_id, elsewhere.input) == ("nope", {"n": 1})
+    assert [c.name for c in crons.list()] == ["eu", "w"]
 
 
 def test_update_changes_fields_and_reschedules_on_a_new_expression_or_zone(
@@ -438,7 +474,7 @@ def test_pause_stops_firing_and_resume_hands_the_missed_ones_to_the_misfire_poli
         assert scheduler.tick(T0 + 60 * minute + 1) == []
     clock.set(T0 + 400)
     for cron in (dropped, once):
-        resumed = crons.resume(cron.cron_id)
+        resumed = crons.unpause(cron.cron_id)
         assert not resumed.paused
         assert resumed.next_fire_at == T0 + 120  # kept: what was missed is the policy's
     fires = scheduler.tick(T0 + 400)
@@ -503,6 +539,7 @@ def test_ticking_across_daylight_saving_changes_fires_each_occurrence_once(db_ur
     EDT, '*/15 * * * *' New York every 15 real minutes through the repeated hour."""
     start = utc("2026-03-28T22:00:00")
     with App(db_url, clock=FakeClock(start)) as app:
+        app.workflow("slow")(lambda data=None: data)
         crons = Crons(app)
         berlin = crons.create("berlin", "slow", "30 2 * * *", timezone="Europe/Berlin")
         crons.update(berlin.cron_id, concurrency_policy="allow")
@@ -512,6 +549,7 @@ def test_ticking_across_daylight_saving_changes_fires_each_occurrence_once(db_ur
 
     start = utc("2026-10-31T22:00:00")
     with App(db_url, clock=FakeClock(start)) as app:
+        app.workflow("slow")(lambda data=None: data)
         crons = Crons(app)
         once = crons.create(
             "ny-once", "slow", "30 1 * * *", timezone="America/New_York", concurrency_policy="allow"

@@ -84,7 +84,7 @@ def test_a_one_task_run_writes_its_checkpoint_with_its_end(db_url: str) -> None:
     written = counting_writes(app)
     try:
         here = app.run_workflow("once", 1)
-        queued = [app.submit_run("once", n)[0].run_id for n in range(2, 6)]
+        queued = [app.submit_run("once", n).run_id for n in range(2, 6)]
         drain(app, queued, concurrency=2)
         for run_id, n in zip([here.run_id, *queued], range(1, 6), strict=True):
             details = app.get_run(run_id)
@@ -194,7 +194,7 @@ def test_a_retried_attempt_writes_the_checkpoint_it_held_and_resumes_after_it(
         return value
 
     try:
-        run, _ = app.submit_run("flaky", 9, max_retries=1)
+        run = app.submit_run("flaky", 9, max_retries=1)
         drain(app, [run.run_id])
         details = app.get_run(run.run_id)
         assert (details.status, details.run.result) == (RunStatus.COMPLETED, 9)
@@ -225,7 +225,7 @@ def test_a_run_that_waits_for_input_writes_the_checkpoint_it_held(pg_url: str) -
         waiting = app.run_workflow("asks", 2)
         assert waiting.status is RunStatus.WAITING_INPUT
         assert [(s.name, s.result) for s in app.get_run(waiting.run_id).steps] == [("prepare", 6)]
-        done = app.resume(waiting.run_id, {"interrupt-1": 4})
+        done = app.answer(waiting.run_id, {"interrupt-1": 4})
         assert (done.status, done.result) == (RunStatus.COMPLETED, 10)
         assert calls == [2]
     finally:

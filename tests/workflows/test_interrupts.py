@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from longcall import App, RunStatus, TaskContext
-from longcall.errors import InvalidResume, RunStateError
+from longcall.errors import InvalidAnswer, RunStateError
 
 
 class Approval(pydantic.BaseModel):
@@ -69,7 +69,7 @@ def test_two_interrupts_answered_in_two_resumes(two_questions: tuple[App, Counte
         ("interrupt-1", "Approve A-1?")
     ]
 
-    run = app.resume(run.run_id, {"interrupt-1": {"approved": True, "approver": "ana"}})
+    run = app.answer(run.run_id, {"interrupt-1": {"approved": True, "approver": "ana"}})
     assert run.status is RunStatus.WAITING_INPUT
     details = app.get_run(run.run_id)
     assert [(i.key, i.prompt) for i in details.pending] == [("interrupt-2", "How much?")]
@@ -78,7 +78,7 @@ def test_two_interrupts_answered_in_two_resumes(two_questions: tuple[App, Counte
         ("interrupt-2", "How much?", False),
     ]
 
-    run = app.resume(run.run_id, {"interrupt-2": {"value": 42}})
+    run = app.answer(run.run_id, {"interrupt-2": {"value": 42}})
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.result == {"prepared": "prepared A-1", "by": "ana", "charged": "charged 42 for A-1"}
     assert calls == {"prepare": 1, "charge": 1}
@@ -96,7 +96,7 @@ def test_two_interrupts_answered_in_one_resume(two_questions: tuple[App, Counter
     app, calls = two_questions
     run = app.run_workflow("two", "B-2")
     assert run.status is RunStatus.WAITING_INPUT
-    run = app.resume(
+    run = app.answer(
         run.run_id,
         {"interrupt-1": {"approved": True, "approver": "bo"}, "interrupt-2": {"value": 7}},
     )
@@ -115,7 +115,7 @@ def test_an_answer_given_ahead_records_the_question_it_answered(
     """interrupt-2 answered before it was asked still gets its prompt, schema and asked_at."""
     app, _ = two_questions
     run = app.run_workflow("two", "B-3")
-    run = app.resume(
+    run = app.answer(
         run.run_id,
         {"interrupt-1": {"approved": True, "approver": "bo"}, "interrupt-2": {"value": 7}},
     )
@@ -138,11 +138,11 @@ def test_an_answer_given_ahead_records_the_question_it_answered(
 def test_wrong_type_answer_is_refused_with_paths_then_a_right_one_is_taken(
     two_questions: tuple[App, Counter[str]],
 ) -> None:
-    """A wrong answer raises InvalidResume naming each bad field; the run still waits for it."""
+    """A wrong answer raises InvalidAnswer naming each bad field; the run still waits for it."""
     app, calls = two_questions
     run = app.run_workflow("two", "C-3")
-    with pytest.raises(InvalidResume) as caught:
-        app.resume(run.run_id, {"interrupt-1": {"approved": "perhaps"}})
+    with pytest.raises(InvalidAnswer) as caught:
+        app.answer(run.run_id, {"interrupt-1": {"approved": "perhaps"}})
     assert caught.value.run_id == run.run_id
     assert [(e["key"], e["path"]) for e in caught.value.errors] == [
         ("interrupt-1", "approved"),
@@ -156,13 +156,13 @@ def test_wrong_type_answer_is_refused_with_paths_then_a_right_one_is_taken(
     assert not question.supplied  # the wrong value is not kept for the next execution
     assert calls == {"prepare": 1}
 
-    run = app.resume(run.run_id, {"interrupt-1": {"approved": False, "approver": "cy"}})
+    run = app.answer(run.run_id, {"interrupt-1": {"approved": False, "approver": "cy"}})
     assert run.status is RunStatus.WAITING_INPUT
     assert [i.key for i in app.get_run(run.run_id).pending] == ["interrupt-2"]
-    with pytest.raises(InvalidResume) as caught:
-        app.resume(run.run_id, {"interrupt-2": {"value": "lots"}})
+    with pytest.raises(InvalidAnswer) as caught:
+        app.answer(run.run_id, {"interrupt-2": {"value": "lots"}})
     assert [(e["key"], e["path"]) for e in caught.value.errors] == [("interrupt-2", "value")]
-    run = app.resume(run.run_id, {"interrupt-2": {"value": 3}})
+    run = app.answer(run.run_id, {"interrupt-2": {"value": 3}})
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.result == {"prepared": "prepared C-3", "by": "cy", "charged": "charged 3 for C-3"}
     assert calls == {"prepare": 1, "charge": 1}
@@ -171,23 +171,76 @@ def test_wrong_type_answer_is_refused_with_paths_then_a_right_one_is_taken(
 def test_bad_keys_are_refused_and_nothing_is_stored(
     two_questions: tuple[App, Counter[str]],
 ) -> None:
-    """interrupt-0, foo and an empty resume raise InvalidResume before anything is stored."""
+    """interrupt-0, foo and an empty resume raise InvalidAnswer before anything is stored."""
     app, calls = two_questions
     run = app.run_workflow("two", "D-4")
     right = {"approved": True, "approver": "di"}
     for values in ({"interrupt-0": right}, {"foo": right}, {"interrupt-1": right, "foo": 1}, {}):
-        with pytest.raises(InvalidResume) as caught:
-            app.resume(run.run_id, values)
+        with pytest.raises(InvalidAnswer) as caught:
+            app.answer(run.run_id, values)
         assert caught.value.errors, values
         details = app.get_run(run.run_id)
         assert details.status is RunStatus.WAITING_INPUT
         assert [(i.key, i.supplied, i.answered) for i in details.interrupts] == [
             ("interrupt-1", False, False)
         ]
-    with pytest.raises(InvalidResume) as caught:
-        app.resume(run.run_id, {"interrupt-0": right})
+    with pytest.raises(InvalidAnswer) as caught:
+        app.answer(run.run_id, {"interrupt-0": right})
     assert [e["key"] for e in caught.value.errors] == ["interrupt-0"]
     assert calls == {"prepare": 1}
+
+
+def test_answers_to_questions_never_asked_are_refused_and_nothing_runs(
+    two_questions: tuple[App, Counter[str]],
+) -> None:
+    """A key the run has not asked (interrupt-7, interrupt-3 past a gap, interrupt-2 without
+    interrupt-1) raises InvalidAnswer naming it, from answer and submit_answers alike; nothing is
+    stored and the run is not executed."""
+    app, calls = two_questions
+    run = app.run_workflow("two", "F-6")
+    right = {"approved": True, "approver": "fi"}
+    for values, keys in (
+        ({"interrupt-7": right}, ["interrupt-7"]),
+        ({"interrupt-1": right, "interrupt-3": {"value": 1}}, ["interrupt-3"]),
+        ({"interrupt-2": {"value": 1}}, ["interrupt-2"]),
+        ({"interrupt-99999999999999999999": 1}, ["interrupt-99999999999999999999"]),
+    ):
+        for answer in (app.answer, app.submit_answers):
+            with pytest.raises(InvalidAnswer) as caught:
+                answer(run.run_id, values)
+            assert [e["key"] for e in caught.value.errors] == keys, values
+            assert f"the run has not asked {keys[0]}" in str(caught.value)
+    details = app.get_run(run.run_id)
+    assert (details.status, details.run.executions) == (RunStatus.WAITING_INPUT, 1)
+    assert [(i.key, i.supplied) for i in details.interrupts] == [("interrupt-1", False)]
+    assert calls == {"prepare": 1}
+
+
+def test_an_answer_to_a_question_already_answered_is_refused(
+    two_questions: tuple[App, Counter[str]],
+) -> None:
+    """Answers are final: answering interrupt-1 again, even beside a right interrupt-2, raises
+    InvalidAnswer "already answered" and stores nothing; interrupt-2 alone is then taken."""
+    app, calls = two_questions
+    run = app.run_workflow("two", "G-7")
+    run = app.answer(run.run_id, {"interrupt-1": {"approved": True, "approver": "gu"}})
+    assert run.status is RunStatus.WAITING_INPUT
+    again = {"interrupt-1": {"approved": False, "approver": "x"}, "interrupt-2": {"value": 2}}
+    for answer in (app.answer, app.submit_answers):
+        with pytest.raises(InvalidAnswer) as caught:
+            answer(run.run_id, again)
+        assert [(e["key"], e["message"]) for e in caught.value.errors] == [
+            ("interrupt-1", "already answered (an answer is final)")
+        ]
+    details = app.get_run(run.run_id)
+    assert (details.status, details.run.executions) == (RunStatus.WAITING_INPUT, 2)
+    assert [(i.key, i.supplied, i.answered) for i in details.interrupts] == [
+        ("interrupt-1", True, True),
+        ("interrupt-2", False, False),
+    ]
+    run = app.answer(run.run_id, {"interrupt-2": {"value": 2}})
+    assert run.status is RunStatus.COMPLETED and run.result["by"] == "gu"
+    assert calls == {"prepare": 1, "charge": 1}
 
 
 def test_resume_of_a_completed_run_is_a_run_state_error(
@@ -196,15 +249,15 @@ def test_resume_of_a_completed_run_is_a_run_state_error(
     """A run that has completed cannot be resumed, and its record does not change."""
     app, calls = two_questions
     run = app.run_workflow("two", "E-5")
-    run = app.resume(
+    run = app.answer(
         run.run_id,
         {"interrupt-1": {"approved": True, "approver": "ed"}, "interrupt-2": {"value": 1}},
     )
     assert run.status is RunStatus.COMPLETED
     with pytest.raises(RunStateError):
-        app.resume(run.run_id, {"interrupt-3": 1})
+        app.answer(run.run_id, {"interrupt-3": 1})
     with pytest.raises(RunStateError):
-        app.resume(run.run_id, {"interrupt-1": {"approved": False, "approver": "x"}})
+        app.answer(run.run_id, {"interrupt-1": {"approved": False, "approver": "x"}})
     after = app.get_run(run.run_id)
     assert after.status is RunStatus.COMPLETED
     assert after.run.result == run.result
@@ -235,7 +288,7 @@ def test_interrupt_after_skipped_tasks_keeps_its_key(db_url: str) -> None:
         details = app.get_run(run.run_id)
         assert [(i.key, i.prompt) for i in details.pending] == [("interrupt-1", "Which colour?")]
 
-        run = app.resume(run.run_id, {"interrupt-1": "red"})
+        run = app.answer(run.run_id, {"interrupt-1": "red"})
         assert run.status is RunStatus.WAITING_INPUT
         details = app.get_run(run.run_id)
         assert [(i.key, i.prompt) for i in details.pending] == [
@@ -251,7 +304,7 @@ def test_interrupt_after_skipped_tasks_keeps_its_key(db_url: str) -> None:
             (3, "step"),
         ]
 
-        run = app.resume(run.run_id, {"interrupt-2": 9})
+        run = app.answer(run.run_id, {"interrupt-2": 9})
         assert run.status is RunStatus.COMPLETED, run.error
         assert run.result == [1, "red", 4, 9, 9]
         assert calls == {"step1": 1, "step2": 1, "step3": 1}
@@ -275,7 +328,7 @@ def test_except_exception_around_interrupt_still_suspends(db_url: str) -> None:
         assert run.status is RunStatus.WAITING_INPUT
         assert run.result is None
         assert swallowed == []
-        run = app.resume(run.run_id, {"interrupt-1": "ana"})
+        run = app.answer(run.run_id, {"interrupt-1": "ana"})
         assert run.status is RunStatus.COMPLETED
         assert run.result == "hello ana"
         assert swallowed == []
@@ -294,7 +347,7 @@ def test_answer_comes_back_as_the_declared_type_in_an_async_workflow(db_url: str
 
         run = app.run_workflow("async-approval", "F-6")
         assert run.status is RunStatus.WAITING_INPUT
-        run = app.resume(run.run_id, {"interrupt-1": {"approved": True, "approver": "fa"}})
+        run = app.answer(run.run_id, {"interrupt-1": {"approved": True, "approver": "fa"}})
         assert run.status is RunStatus.COMPLETED, run.error
         assert run.result == "F-6: True by fa"
         assert seen == [Approval]
@@ -337,7 +390,7 @@ def test_changed_task_arguments_fail_the_resumed_run_with_non_determinism(
         assert run.status is RunStatus.WAITING_INPUT
     with App(db_url) as new:
         register_divergent(new, calls, argument="b", careful=careful)
-        run = new.resume(run.run_id, {"interrupt-1": True})
+        run = new.answer(run.run_id, {"interrupt-1": True})
         assert run.status is RunStatus.FAILED
         assert run.result is None
         assert run.error["type"] == "NonDeterminismError"
@@ -345,5 +398,5 @@ def test_changed_task_arguments_fail_the_resumed_run_with_non_determinism(
         details = new.get_run(run.run_id)
         assert [(s.position, s.name, s.result) for s in details.steps] == [(1, "lookup", "found a")]
         with pytest.raises(RunStateError):
-            new.resume(run.run_id, {"interrupt-1": True})
+            new.answer(run.run_id, {"interrupt-1": True})
     assert calls == {"a": 1}

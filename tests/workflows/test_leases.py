@@ -104,7 +104,7 @@ def test_a_run_held_by_another_holder_of_the_same_id_is_lost_to_this_one(app: Ap
 
 
 def queued(app: App, count: int) -> list[str]:
-    return [app.submit_run("noop", None)[0].run_id for _ in range(count)]
+    return [app.submit_run("noop", None).run_id for _ in range(count)]
 
 
 def end_claiming(

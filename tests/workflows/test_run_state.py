@@ -97,7 +97,7 @@ def test_each_reducer_survives_resumes_in_fresh_apps(db_url: str) -> None:
     }
 
     with build(db_url, calls, tmp_seen) as app:
-        run = app.resume(run.run_id, {"interrupt-1": "yes"})
+        run = app.answer(run.run_id, {"interrupt-1": "yes"})
         assert run.status is RunStatus.WAITING_INPUT, run.error
     # The task that set tmp was skipped: tmp is back to its default.
     assert tmp_seen == ["from-task", "unset"]
@@ -110,7 +110,7 @@ def test_each_reducer_survives_resumes_in_fresh_apps(db_url: str) -> None:
     }
 
     with build(db_url, calls, tmp_seen) as app:
-        run = app.resume(run.run_id, {"interrupt-2": "gamma"})
+        run = app.answer(run.run_id, {"interrupt-2": "gamma"})
         assert run.status is RunStatus.COMPLETED, run.error
         assert len(app.get_run(run.run_id).steps) == 2
     final = {
@@ -158,7 +158,7 @@ def test_state_set_by_gathered_async_tasks_is_the_same_after_a_resume(db_url: st
     assert waiting.status is RunStatus.WAITING_INPUT
     assert sorted(waiting.state["log"]) == ["quick", "slow"]
     with build_gather(db_url) as app:
-        done = app.resume(waiting.run_id, {"interrupt-1": None})
+        done = app.answer(waiting.run_id, {"interrupt-1": None})
     assert done.status is RunStatus.COMPLETED, done.error
     assert done.state == waiting.state
     assert done.result == waiting.state

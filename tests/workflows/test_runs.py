@@ -49,7 +49,7 @@ def test_same_task_with_different_arguments_records_two_results(db_url: str) -> 
             (2, "double", 10),
         ]
         assert steps[0].args_hash != steps[1].args_hash
-        run = app.resume(run.run_id, {"interrupt-1": None})
+        run = app.answer(run.run_id, {"interrupt-1": None})
         assert run.status is RunStatus.COMPLETED, run.error
         assert run.result == [4, 10]
         assert calls == {2: 1, 5: 1}
@@ -79,7 +79,7 @@ def test_same_task_with_the_same_arguments_records_two_calls(db_url: str) -> Non
             (2, "stamp", "x#2"),
         ]
         assert steps[0].args_hash == steps[1].args_hash
-        run = app.resume(run.run_id, {"interrupt-1": None})
+        run = app.answer(run.run_id, {"interrupt-1": None})
         assert run.status is RunStatus.COMPLETED, run.error
         assert run.result == ["x#1", "x#2"]
         assert calls == ["x", "x"]
@@ -170,7 +170,7 @@ def test_task_failing_past_its_retries_raises_task_error_again_on_resume(db_url:
         assert (step.position, step.name, step.ok, step.attempts) == (1, "broken", False, 2)
         assert step.result == {"error_type": "ValueError", "message": "boom 2", "attempts": 2}
 
-        run = app.resume(run.run_id, {"interrupt-1": True})
+        run = app.answer(run.run_id, {"interrupt-1": True})
         assert run.status is RunStatus.COMPLETED, run.error
         assert run.result == {"outcome": "fallback", "answer": True}
         assert caught == [("broken", "ValueError", "boom 2", 2)] * 2
@@ -230,7 +230,7 @@ def test_emits_are_not_duplicated_by_replay(db_url: str) -> None:
             (3, "middle"),
             (4, "middle"),
         ]
-        run = app.resume(run.run_id, {"interrupt-1": 10})
+        run = app.answer(run.run_id, {"interrupt-1": 10})
         assert run.status is RunStatus.COMPLETED, run.error
         assert run.result == 12
         events = app.get_run(run.run_id).events
@@ -317,7 +317,7 @@ def test_cancel_a_waiting_run(db_url: str) -> None:
         assert details.status is RunStatus.CANCELLED
         assert details.pending == []
         with pytest.raises(RunStateError):
-            app.resume(run.run_id, {"interrupt-1": "late"})
+            app.answer(run.run_id, {"interrupt-1": "late"})
         with pytest.raises(RunStateError):
             app.continue_run(run.run_id)
         assert app.cancel_run(run.run_id).status is RunStatus.CANCELLED
@@ -445,7 +445,7 @@ def test_gathered_async_tasks_keep_their_positions_across_a_resume(db_url: str) 
             first.close()
         second = build(db_url)
         try:
-            run = await second.resume_async(run.run_id, {"interrupt-1": "c"})
+            run = await second.answer_async(run.run_id, {"interrupt-1": "c"})
             after = (await second.in_thread(second.get_run, run.run_id)).steps
         finally:
             second.close()

@@ -84,7 +84,7 @@ class LongcallPlugin(BasePlugin):
         )
         self._held[id(ic)] = held
         if RESUMING.get():
-            return  # the resumer holds the lease for this run already
+            return  # the deliverer holds the lease for this run already
         app = self.app
         holder = new_holder_id("adk-turn")
         waited, delay = 0.0, 0.005

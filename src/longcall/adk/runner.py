@@ -4,7 +4,7 @@ What ADK does that this runner absorbs: a response whose call id the session doe
 raises before anything is stored (it becomes :class:`~longcall.errors.UnknownCallError`, and
 the job is marked orphaned instead of retried); a response with ``id=None`` is dropped
 silently (never sent: every response carries the original call id); a duplicate completion
-makes the model answer again (:meth:`has_function_response` lets the resumer check first);
+makes the model answer again (:meth:`has_function_response` lets the deliverer check first);
 and persistent session services raise a stale-session error when two runs overlap (retried
 with backoff; the session lease makes it rare).
 """
@@ -31,7 +31,7 @@ from longcall.errors import AgentError, UnknownCallError
 
 log = logging.getLogger("longcall.adk")
 
-# Set while the resumer runs ADK: the resumer already holds the session's lease, so the
+# Set while the deliverer runs ADK: the deliverer already holds the session's lease, so the
 # plugin must not wait for it (it would wait for itself).
 RESUMING: contextvars.ContextVar[bool] = contextvars.ContextVar("longcall_resuming", default=False)
 

@@ -15,7 +15,18 @@ from starlette.routing import Route
 from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.errors import LongcallError
-from longcall.server import cron, dashboard, events, hooks, jobs, metrics, runs, sessions, spec
+from longcall.server import (
+    cron,
+    dashboard,
+    events,
+    hooks,
+    jobs,
+    metrics,
+    runs,
+    sessions,
+    spec,
+    workers,
+)
 from longcall.server.errors import error
 
 
@@ -71,6 +82,7 @@ def create_app(
             *events.ROUTES,
             *jobs.ROUTES,
             *runs.ROUTES,
+            *workers.ROUTES,
             *cron.ROUTES,
             *sessions.ROUTES,
             *metrics.ROUTES,

@@ -1,12 +1,14 @@
 """The dashboard at ``/``: the jobs, one job's story, and the buttons an operator needs; at
-``/runs`` the workflow runs, and one run's story with its resume form and cancel button; at
+``/runs`` the workflow runs, and one run's story with its answer form and cancel button; at
 ``/schedules`` the cron schedules, and one schedule with its next fire times, latest
-occurrences and pause, resume, trigger and delete buttons.
+occurrences and pause, unpause, trigger and delete buttons.
 
 Pages are rendered on the server, every value from the data through :func:`html.escape`;
-``static/dashboard.js`` keeps them live over the server-sent event streams and acts through the
-JSON API with the login cookie, so the page can do nothing a token holder could not do with
-curl, and each button shows that curl command. Nothing is loaded from anywhere but this server.
+``static/dashboard.js`` (and, for runs and schedules, ``dashboard_runs.js``) keeps them live
+over the server-sent event streams and acts through the JSON API with the login cookie, so the
+page can do nothing a token holder could not do with curl, and each button shows that curl
+command; the buttons that cannot be taken back ask first. Nothing is loaded from anywhere but
+this server.
 
 This module logs the browser in and out and routes the pages; they live beside it:
 ``dashboard_page`` (the layout and shared pieces), ``dashboard_jobs``, ``dashboard_runs`` and

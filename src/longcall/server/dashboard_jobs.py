@@ -1,6 +1,7 @@
-"""The dashboard's jobs: the list at ``/``, searchable and filtered by state, and one job's
-page at ``/jobs/{job_id}`` with its fields, transcript, event log and the buttons that
-progress, complete, fail, cancel or extend it."""
+"""The dashboard's jobs: the list at ``/``, searched in the store and filtered by state, and
+one job's page at ``/jobs/{job_id}`` with its fields, the background run doing its work, its
+transcript, its event log (with when it was created, attached and delivered) and the buttons
+that progress, complete, fail, cancel or extend it; fail and cancel ask first."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
-from longcall.jobs import JobState
+from longcall.jobs import Job, JobState
 from longcall.server.auth import Principal
 from longcall.server.dashboard_page import (
     PAGE_SIZE,
     TOKEN_NOTE,
+    Confirm,
+    Milestone,
     api_url,
     badge,
     compact,
@@ -26,14 +29,18 @@ from longcall.server.dashboard_page import (
     field_list,
     field_text,
     filter_links,
+    form_class,
     in_path,
     json_blocks,
     layout,
     page_link,
+    refused,
     shown,
     table_row,
 )
-from longcall.server.jobs import job_json, visible_job
+from longcall.server.jobs import search_problem, visible_job
+from longcall.shapes import job_json
+from longcall.store.runs import Run
 
 STATES = [s.value for s in JobState]
 
@@ -51,6 +58,7 @@ class Action:
     verb: str  # the last part of the API path: /v1/jobs/{jobId}/{verb}
     button: str
     fields: tuple[Field, ...]
+    confirm: Confirm | None = None  # an end the agent is told of: asked first
 
 
 ACTIONS = (
@@ -63,8 +71,28 @@ ACTIONS = (
         ),
     ),
     Action("complete", "Complete", (Field("result", "Result (JSON)", "json", "{}"),)),
-    Action("fail", "Fail", (Field("error", "Error", "text"),)),
-    Action("cancel", "Cancel", (Field("reason", "Reason", "text"),)),
+    Action(
+        "fail",
+        "Fail",
+        (Field("error", "Error", "text"),),
+        Confirm(
+            "Fail this job?",
+            "The agent is told that the job failed, with the error given. "
+            "A finished job cannot be changed again.",
+            "Fail the job",
+        ),
+    ),
+    Action(
+        "cancel",
+        "Cancel",
+        (Field("reason", "Reason", "text"),),
+        Confirm(
+            "Cancel this job?",
+            "Its work is asked to stop, and the agent is told that the job was cancelled. "
+            "A finished job cannot be changed again.",
+            "Cancel the job",
+        ),
+    ),
     Action(
         "extend",
         "Extend the deadline",
@@ -93,12 +121,13 @@ JOB_FIELDS = (
 
 
 def haystack(job: dict[str, Any]) -> str:
-    """What the search box looks in."""
+    """What the search box looks in (the store searches the same fields: dashboard.js uses
+    this to tell whether a job that changes live belongs to the results)."""
     parts = [job["jobId"], job["toolName"], job["sessionId"], job["userId"], job["callId"]]
     return " ".join([*(p or "" for p in parts), compact(job["args"])]).lower()
 
 
-def job_row(job: dict[str, Any], hidden: bool) -> str:
+def job_row(job: dict[str, Any]) -> str:
     link = f'<a href="/jobs/{escape(in_path(job["jobId"]))}">{escape(job["jobId"])}</a>'
     cells = [
         link,
@@ -109,15 +138,38 @@ def job_row(job: dict[str, Any], hidden: bool) -> str:
     ]
     attributes = (
         f'data-job-id="{escape(job["jobId"])}" data-search="{escape(haystack(job))}"'
-        f' data-updated="{escape(job["updatedAt"])}"{" hidden" if hidden else ""}'
+        f' data-updated="{escape(job["updatedAt"])}"'
     )
     return table_row(attributes, cells)
 
 
+def search_form(state: str | None, search: str) -> str:
+    return f"""<form class="search" role="search" method="get" action="/">
+<input type="hidden" name="state" value="{escape(state or "")}">
+<input type="search" name="q" id="search" value="{escape(search)}" maxlength="200"
+ placeholder="Search ids, tools, sessions, users, arguments" aria-label="Search">
+</form>"""
+
+
+def nothing_found(state: str | None, search: str) -> str:
+    """What an empty list says (dashboard.js says the same after a search of its own)."""
+    which = f"{state} jobs" if state else "jobs"
+    if search:
+        return f"No {which} match “{search}”."
+    return f"No {which} here yet; new ones appear as they start."
+
+
 async def jobs_page(request: Request, app: App, who: Principal) -> Response:
     q = request.query_params
-    state = q.get("state") if q.get("state") in STATES else None
-    search = q.get("q", "")
+    state = q.get("state") or None
+    search = q.get("q", "").strip()
+    if state is not None and state not in STATES:
+        message = f"There is no job state “{state}”. The states are: {', '.join(STATES)}."
+        return refused("Jobs", message, filter_links("/", "state", STATES, None), who)
+    problem = search_problem(search)
+    if problem is not None:
+        message = f"That search cannot be made: {problem}."
+        return refused("Jobs", message, search_form(state, ""), who)
     before = None
     if q.get("before"):
         older = await visible_job(app, who, q["before"])
@@ -127,11 +179,12 @@ async def jobs_page(request: Request, app: App, who: Principal) -> Response:
         for j in await app.list_jobs_async(
             state=JobState(state) if state else None,
             user_id=None if who.admin else who.user_id,
+            text=search or None,
             before=before,
             limit=PAGE_SIZE,
         )
     ]
-    rows = "\n".join(job_row(j, search.lower() not in haystack(j)) for j in jobs)
+    rows = "\n".join(job_row(j) for j in jobs)
     filters = filter_links("/", "state", STATES, state, kept={"q": search})
     more = ""
     if len(jobs) == PAGE_SIZE:
@@ -141,16 +194,12 @@ async def jobs_page(request: Request, app: App, who: Principal) -> Response:
  data-newest="{"" if before else "yes"}">
 <h1>Jobs</h1><p class="outcome" id="outcome" role="status"></p>
 <nav class="filters" aria-label="State">{filters}</nav>
-<form class="search" role="search" method="get" action="/">
-<input type="hidden" name="state" value="{escape(state or "")}">
-<input type="search" name="q" id="search" value="{escape(search)}"
- placeholder="Search ids, tools, sessions, users, arguments" aria-label="Search">
-</form>
+{search_form(state, search)}
 <table class="jobs"><thead><tr><th>Job</th><th>Tool</th><th>State</th><th>Delivery</th>
 <th>Session</th><th>User</th><th>Created (UTC)</th><th>Deadline (UTC)</th></tr></thead>
 <tbody id="jobs">{rows}</tbody></table>
-<p id="empty"{" hidden" if jobs else ""}>No jobs here yet; new ones appear as they start.</p>
-{more}
+<p id="empty" role="status"{" hidden" if jobs else ""}>{escape(nothing_found(state, search))}</p>
+<div id="more">{more}</div>
 </main>"""
     return layout("Jobs", main, who)
 
@@ -182,19 +231,45 @@ def action_form(action: Action, url: str) -> str:
             control = f'<input name="{name}" data-kind="text" value="{escape(f.default)}">'
             inputs.append(f"<label>{escape(f.label)}{control}</label>")
     command = curl("POST", f"{url}/{action.verb}", default_body(action))
-    return f"""<form class="action" data-verb="{action.verb}">
+    asks = action.confirm.attributes() if action.confirm else ""
+    return f"""<form class="{form_class(action.confirm)}" data-verb="{action.verb}"{asks}>
 {"".join(inputs)}
 <button type="submit">{escape(action.button)}</button>
 <pre class="curl"><code>{escape(command)}</code></pre>
 </form>"""
 
 
+def milestones(job: Job) -> list[Milestone]:
+    """When the job was created, attached and delivered (its finish is in the log)."""
+    found = [Milestone(job.created_at, "created", f"by the tool {job.tool_name}")]
+    if job.attached_at is not None:
+        text = f"to session {job.session_id}, call {job.call_id}"
+        found.append(Milestone(job.attached_at, "attached", text))
+    if job.delivered_at is not None:
+        text = "the final response is in the session"
+        found.append(Milestone(job.delivered_at, "delivered", text, late=True))
+    return found
+
+
+def run_links(runs: list[Run]) -> str:
+    """The background runs doing the job's work, as ``<dl>`` entries."""
+    return "".join(
+        f'<dt>Background run</dt><dd><a href="/runs/{escape(in_path(r.run_id))}">'
+        # Not badge(): its data-field would have dashboard.js fill it from the job.
+        f'{escape(r.run_id)}</a> <span class="badge status-{r.status.value}">'
+        f"{r.status.value}</span> "
+        f'<span class="note">(workflow {escape(r.workflow_id)})</span></dd>'
+        for r in runs
+    )
+
+
 async def job_page(request: Request, app: App, who: Principal) -> Response:
     job = await visible_job(app, who, request.path_params["job_id"])
     data = job_json(job)
     events = await app.job_events_async(job.job_id)
+    runs = await app.in_thread(app.store.runs_of_job, job.job_id)
     path = "/v1/jobs/" + in_path(job.job_id)
-    fields = field_list(data, JOB_FIELDS, badged=("state", "delivery"))
+    fields = field_list(data, JOB_FIELDS, badged=("state", "delivery")) + run_links(runs)
     blocks = json_blocks(data, ("args", "progress", "result"))
     forms = "\n".join(
         f"<section><h3>{escape(a.button)}</h3>{action_form(a, api_url(request, path))}</section>"
@@ -213,6 +288,6 @@ The job is {field_text("state", data["state"])}; these change only a started job
 {TOKEN_NOTE}
 </section></div>
 <h2>Transcript</h2><ol class="transcript" id="transcript"><li class="note">Loading…</li></ol>
-{event_log(events)}
+{event_log(events, milestones(job))}
 </main>"""
     return layout(job.job_id, main, who)

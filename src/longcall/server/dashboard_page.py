@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -18,7 +19,7 @@ from starlette.responses import HTMLResponse, Response
 
 from longcall.jobs import JobEvent
 from longcall.server.auth import Principal
-from longcall.server.jobs import iso
+from longcall.shapes import iso
 from longcall.store.runs import RunEvent
 
 PAGE_SIZE = 100
@@ -96,6 +97,7 @@ def layout(title: str, main: str, who: Principal | None = None, status: int = 20
 <link rel="stylesheet" href="/static/dashboard.css">
 <link rel="icon" href="/static/favicon.svg">
 <script src="/static/dashboard.js" defer></script>
+<script src="/static/dashboard_runs.js" defer></script>
 </head><body>
 <header><a class="brand" href="/">longcall</a><nav>{account}</nav></header>
 {main}
@@ -161,19 +163,93 @@ def page_link(path: str, params: dict[str, str], text: str) -> str:
     return f'<p><a href="{path}?{escape(urlencode(params))}">{text}</a></p>'
 
 
-def button_form(name: str, button: str, command: str, *, disabled: bool = False) -> str:
-    """A form of one button, beside the curl command that does the same."""
-    return f"""<form class="action" id="{name}"><fieldset{" disabled" if disabled else ""}>
-<button type="submit">{escape(button)}</button></fieldset>
-<pre class="curl"><code>{escape(command)}</code></pre></form>"""
+@dataclass(frozen=True, slots=True)
+class Confirm:
+    """What a button that cannot be taken back asks before it acts (dashboard.js asks it in a
+    dialog): the question, what follows from a yes, and the words of the button that says
+    yes. The other button, focused first, says no."""
+
+    question: str
+    detail: str
+    yes: str
+
+    def attributes(self) -> str:
+        return (
+            f' data-confirm="{escape(self.question)}"'
+            f' data-confirm-detail="{escape(self.detail)}" data-confirm-yes="{escape(self.yes)}"'
+        )
 
 
-def event_log(events: Sequence[JobEvent | RunEvent]) -> str:
-    rows = "\n".join(
-        f"<tr><td>{e.seq}</td><td>{escape(shown('createdAt', iso(e.created_at)))}"
-        f"</td><td>{escape(e.kind)}</td><td><code>{escape(compact(e.data))}</code></td></tr>"
-        for e in events
-    )
+def form_class(confirm: Confirm | None, kind: str = "danger") -> str:
+    """The classes of an action form: one that asks first is marked ``kind`` (``danger``
+    for an end, ``decision`` for an answer) and looks apart from the harmless ones."""
+    return "action" if confirm is None else f"action {kind}"
+
+
+def button_form(
+    name: str,
+    button: str,
+    command: str,
+    *,
+    disabled: bool = False,
+    confirm: Confirm | None = None,
+) -> str:
+    """A form of one button, beside the curl command that does the same; with ``confirm``,
+    the button asks first."""
+    asks = confirm.attributes() if confirm else ""
+    return f"""<form class="{form_class(confirm)}" id="{name}"{asks}>
+<fieldset{" disabled" if disabled else ""}><button type="submit">{escape(button)}</button>
+</fieldset><pre class="curl"><code>{escape(command)}</code></pre></form>"""
+
+
+def refused(title: str, message: str, body: str, who: Principal) -> Response:
+    """A list page asked for with a query it cannot answer: 400, the reason, and ``body``
+    (the links to ask again)."""
+    main = f"""<main><h1>{escape(title)}</h1>
+<p class="error" role="alert" id="refused">{escape(message)}</p>{body}</main>"""
+    return layout(title, main, who, 400)
+
+
+@dataclass(frozen=True, slots=True)
+class Milestone:
+    """A moment in an object's life that its row records but its event log does not (a job's
+    creation, attachment, delivery): shown in the log among the entries, by time."""
+
+    at: float
+    kind: str
+    text: str
+    late: bool = False  # after the log's entries of the same moment, not before them
+
+
+def event_log(events: Sequence[JobEvent | RunEvent], milestones: Sequence[Milestone] = ()) -> str:
+    """The event log table, entries and ``milestones`` in time order. Each row has its time
+    in ``data-at``; an entry's row its seq in ``data-seq``, a milestone's its kind in
+    ``data-milestone`` (dashboard.js adds rows where they belong, and each milestone once)."""
+    rows: list[tuple[float, int, str]] = []
+    for e in events:
+        at = iso(e.created_at)
+        rows.append(
+            (
+                e.created_at,
+                1,
+                f'<tr data-seq="{e.seq}" data-at="{escape(at or "")}"><td>{e.seq}</td>'
+                f"<td>{escape(shown('createdAt', at))}</td><td>{escape(e.kind)}</td>"
+                f"<td><code>{escape(compact(e.data))}</code></td></tr>",
+            )
+        )
+    for m in milestones:
+        at = iso(m.at)
+        rows.append(
+            (
+                m.at,
+                2 if m.late else 0,
+                f'<tr class="milestone" data-milestone="{escape(m.kind)}" '
+                f'data-at="{escape(at or "")}"><td></td><td>{escape(shown("createdAt", at))}'
+                f"</td><td>{escape(m.kind)}</td><td>{escape(m.text)}</td></tr>",
+            )
+        )
+    rows.sort(key=lambda row: row[:2])
+    body = "\n".join(html for _, _, html in rows)
     return f"""<h2>Event log</h2>
 <table class="log"><thead><tr><th>#</th><th>Time (UTC)</th><th>Kind</th><th>Data</th></tr>
-</thead><tbody id="log">{rows}</tbody></table>"""
+</thead><tbody id="log">{body}</tbody></table>"""

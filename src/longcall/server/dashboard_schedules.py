@@ -1,6 +1,9 @@
 """The dashboard's cron schedules: the list at ``/schedules``, and one schedule's page at
-``/schedules/{cron_id}`` with its next fire times, latest occurrences, and the pause, resume,
-trigger and delete buttons."""
+``/schedules/{cron_id}`` with its next fire times, latest occurrences, and the pause, unpause,
+trigger and delete buttons (delete asks first).
+
+A paused schedule shows no next fire time: nothing fires until it is unpaused, and the times
+it would have had go to its misfire policy then."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from longcall.server.auth import Principal
 from longcall.server.dashboard_page import (
     PAGE_SIZE,
     TOKEN_NOTE,
+    Confirm,
     api_url,
     badge,
     button_form,
@@ -48,6 +52,19 @@ CRON_FIELDS = (
 )
 
 
+PAUSED = "— (paused)"  # a paused schedule's next fire time (dashboard_runs.js says the same)
+DELETE = Confirm(
+    "Delete this schedule?",
+    "It never fires again and its occurrences are forgotten; the runs it started go on.",
+    "Delete the schedule",
+)
+
+
+def next_fire(cron: dict[str, Any]) -> str:
+    """The next fire time as the list and the page show it: none while paused."""
+    return PAUSED if cron["paused"] else shown("nextFireAt", cron["nextFireAt"])
+
+
 def local_time(text: str) -> str:
     """An ISO 8601 time with its offset, to the second: 2025-03-30 03:00:00 +02:00."""
     return f"{text[:19].replace('T', ' ')} {text[19:]}"
@@ -64,7 +81,7 @@ def schedule_row(cron: dict[str, Any]) -> str:
         *(escape(cron[f]) for f in ("workflowId", "cronExpression", "timezone")),
         escape(cron["concurrencyPolicy"]),
         paused_badge(cron["paused"]),
-        escape(shown("nextFireAt", cron["nextFireAt"])),
+        escape(next_fire(cron)),
         str(cron["activeRunCount"]),
         str(cron["executionCount"]),
     ]
@@ -116,15 +133,21 @@ def fire_rows(cron: dict[str, Any]) -> str:
 
 def schedule_actions(url: str, paused: bool) -> str:
     buttons = [
-        ("pause", "Pause", curl("PATCH", url, {"paused": True}), paused),
-        ("resume", "Resume", curl("PATCH", url, {"paused": False}), not paused),
-        ("trigger", "Run now", curl("POST", f"{url}/trigger"), False),
-        ("delete", "Delete the schedule", curl("DELETE", url), False),
+        ("pause", "Pause", curl("PATCH", url, {"paused": True}), paused, None),
+        ("unpause", "Unpause", curl("PATCH", url, {"paused": False}), not paused, None),
+        ("trigger", "Run now", curl("POST", f"{url}/trigger"), False, None),
+        ("delete", "Delete the schedule", curl("DELETE", url), False, DELETE),
     ]
     return "\n".join(
-        f"<section>{button_form(name, button, command, disabled=disabled)}</section>"
-        for name, button, command, disabled in buttons
+        f"<section>{button_form(name, text, command, disabled=off, confirm=asks)}</section>"
+        for name, text, command, off, asks in buttons
     )
+
+
+def schedule_fields(cron: dict[str, Any]) -> str:
+    """The schedule's ``<dl>`` entries; while paused, its next fire time is none."""
+    # PAUSED goes through shown() as it is (it is shorter than a time, with no "T" in it).
+    return field_list({**cron, "nextFireAt": PAUSED} if cron["paused"] else cron, CRON_FIELDS)
 
 
 async def schedule_page(request: Request, app: App, who: Principal) -> Response:
@@ -135,7 +158,7 @@ async def schedule_page(request: Request, app: App, who: Principal) -> Response:
  data-path="{escape(path)}">
 <p><a href="/schedules">← All schedules</a></p>
 <h1>{escape(found.name)} {paused_badge(found.paused)}</h1>
-<div class="columns"><section><h2>Schedule</h2><dl>{field_list(cron, CRON_FIELDS)}</dl>
+<div class="columns"><section><h2>Schedule</h2><dl>{schedule_fields(cron)}</dl>
 <h3>Input</h3><pre>{field_text("input", cron["input"])}</pre></section>
 <section><h2>Actions</h2><p class="outcome" id="outcome" role="status"></p>
 <p class="note">Pausing stops nothing already running; on resuming, the occurrences missed
@@ -144,8 +167,11 @@ meanwhile go to the misfire policy. Run now starts a run under the concurrency p
 {TOKEN_NOTE}
 </section></div>
 <h2>Next fire times</h2>
-<table class="next"><thead><tr><th>In {escape(found.timezone)}</th><th>UTC</th></tr></thead>
-<tbody id="next">{next_rows(cron)}</tbody></table>
+<p class="note" id="next-paused"{"" if found.paused else " hidden"}>Paused: nothing fires until
+the schedule is unpaused.</p>
+<table class="next"{" hidden" if found.paused else ""}><thead><tr><th>In
+{escape(found.timezone)}</th><th>UTC</th></tr></thead>
+<tbody id="next">{"" if found.paused else next_rows(cron)}</tbody></table>
 <h2>Latest occurrences</h2>
 <table class="fires"><thead><tr><th>Fire time (UTC)</th><th>Outcome</th><th>Run</th></tr>
 </thead><tbody id="fires">{fire_rows(cron)}</tbody></table>

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,10 +20,11 @@ from starlette.routing import Route
 
 from longcall.app import App
 from longcall.errors import AttachConflict, JobNotFound, StoreError, WebhookError
-from longcall.jobs import CallIds, FinishOutcome, Job, JobEvent, JobState, parse_duration
+from longcall.jobs import CallIds, FinishOutcome, Job, JobState, parse_duration
 from longcall.server.auth import Principal, authenticate
 from longcall.server.errors import error
 from longcall.server.hooks import read_body
+from longcall.shapes import job_event_json, job_json
 from longcall.store.base import NewJob
 from longcall.webhooks import parse_json
 
@@ -32,39 +32,21 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 Handler = Callable[[Request, App, Principal], Awaitable[Response]]
 
 
+MAX_SEARCH = 200  # characters of a jobs listing's search text
+
+
+def search_problem(text: str) -> str | None:
+    """What is wrong with a jobs listing's search text, or None when nothing is."""
+    if len(text) > MAX_SEARCH:
+        return f"the search text is at most {MAX_SEARCH} characters"
+    if "\x00" in text:  # no store keeps one (PostgreSQL refuses to compare it)
+        return "the search text has a NUL character"
+    return None
+
+
 def whole_number(text: str) -> bool:
     """ASCII digits only, and few of them: ``str.isdigit`` also takes "²", which int() refuses."""
     return text.isascii() and text.isdigit() and len(text) <= 18
-
-
-def iso(when: float | None) -> str | None:
-    return None if when is None else dt.datetime.fromtimestamp(when, dt.UTC).isoformat()
-
-
-def job_json(job: Job) -> dict[str, Any]:
-    """A job as the API shows it (camelCase, ISO 8601 times)."""
-    return {
-        "jobId": job.job_id,
-        "toolName": job.tool_name,
-        "state": job.state.value,
-        "delivery": job.delivery.value,
-        "args": job.args,
-        "result": job.result,
-        "progress": job.progress,
-        "appName": job.app_name,
-        "userId": job.user_id,
-        "sessionId": job.session_id,
-        "callId": job.call_id,
-        "invocationId": job.invocation_id,
-        "pendingMessage": job.pending_message,
-        "deadlineAt": iso(job.deadline_at),
-        "createdAt": iso(job.created_at),
-        "updatedAt": iso(job.updated_at),
-        "finishedAt": iso(job.finished_at),
-        "deliveredAt": iso(job.delivered_at),
-        "deliveryAttempts": job.attempts,
-        "lastError": job.last_error,
-    }
 
 
 class _Body(pydantic.BaseModel):
@@ -209,12 +191,17 @@ async def list_jobs(request: Request, app: App, who: Principal) -> Response:
     user = None if who.admin else who.user_id
     if who.admin and "user" in q:
         user = q["user"]
+    text = q.get("q", "")
+    problem = search_problem(text)
+    if problem is not None:
+        return error(422, "invalid_query", problem, "q")
     limit = int(limit_text)
     jobs = await app.list_jobs_async(
         state=JobState(state) if state else None,
         tool_name=q.get("tool"),
         session_id=q.get("session"),
         user_id=user,
+        text=text or None,
         before=before,
         limit=limit,
     )
@@ -241,7 +228,17 @@ async def create_job(request: Request, app: App, who: Principal) -> Response:
         body.call_id,
         body.invocation_id,
     )
-    new = NewJob(body.job_id or f"job-{uuid.uuid4().hex}", body.tool_name, body.args, ids, deadline)
+    # The work runs outside Python: no on_cancel hook to call when it is cancelled or expires,
+    # unless this server's own App has the tool with one.
+    tool = app.tools.get(body.tool_name)
+    new = NewJob(
+        body.job_id or f"job-{uuid.uuid4().hex}",
+        body.tool_name,
+        body.args,
+        ids,
+        deadline,
+        cancel_hook=tool is not None and tool.on_cancel is not None,
+    )
     try:
         job, created = await app.in_thread(
             app.store.create_job, new, holder=app.holder, dispatch_lease=0, dispatch=False
@@ -261,16 +258,7 @@ async def get_job(request: Request, app: App, who: Principal) -> Response:
 async def job_events(request: Request, app: App, who: Principal) -> Response:
     job = await visible_job(app, who, request.path_params["job_id"])
     events = await app.job_events_async(job.job_id)
-    return JSONResponse({"events": [event_json(e) for e in events]})
-
-
-def event_json(event: JobEvent) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "data": event.data,
-        "createdAt": iso(event.created_at),
-    }
+    return JSONResponse({"events": [job_event_json(e) for e in events]})
 
 
 def _finished(outcome: FinishOutcome) -> Response:

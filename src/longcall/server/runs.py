@@ -1,4 +1,5 @@
-"""``/v1/runs``: background workflow runs over HTTP: submit, inspect, list, follow, resume, cancel.
+"""``/v1/runs``: background workflow runs over HTTP: submit, inspect, list, follow, answer,
+cancel.
 
 A user's token submits runs for that user and sees only that user's runs: any other run
 answers 404, exactly as a run that does not exist; an admin's token sees every run. Runs are
@@ -13,10 +14,13 @@ Choices a client can rely on:
 * ``DELETE /v1/runs/{runId}`` always answers 200 with the run: cancelled at once when it was
   queued or waiting, ``cancelRequested`` while a running one reaches its next task call, and
   unchanged when it had finished already (``status`` says which).
-* ``POST /v1/runs/{runId}/resume`` checks each answer against the JSON schema of the question
-  it answers before anything is stored (422 with every problem, the run still waiting), then
-  queues the run for a worker: 202. An answer to a question not asked yet is stored as it is;
-  the run checks it when it gets there.
+* ``POST /v1/runs/{runId}/answers`` (``…/resume`` until the next release) checks each answer
+  against the JSON schema of the question it answers before anything is stored (422 with every
+  problem, the run still waiting), then queues the run for a worker: 202. An answer ahead, to a
+  question not asked yet given with the one the run waits on (``interrupt-2`` with
+  ``interrupt-1``), is stored as it is and the run checks it when it gets there; any other key
+  the run has not asked (``interrupt-7``), or one already answered, is 422 naming it, and
+  nothing is stored or executed.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from starlette.routing import Route
 
 from longcall.app import App
 from longcall.errors import (
-    InvalidResume,
+    InvalidAnswer,
     RunNotFound,
     RunStateError,
     WorkflowNotFound,
@@ -48,9 +52,9 @@ from longcall.server.jobs import (
     _Body,
     authorized,
     body_of,
-    iso,
     whole_number,
 )
+from longcall.shapes import iso
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.engine import KEY
 
@@ -135,7 +139,7 @@ def answer_problems(
     interrupts: Mapping[str, Interrupt], values: Mapping[str, Any]
 ) -> list[dict[str, str]]:
     """Answers that do not fit the JSON schema of the question they answer, as
-    ``{"key", "path", "message"}`` (the shape of :class:`~longcall.errors.InvalidResume`).
+    ``{"key", "path", "message"}`` (the shape of :class:`~longcall.errors.InvalidAnswer`).
 
     Checked with a Draft 2020-12 validator; a question without a schema takes anything, and
     so does one not asked yet (the run checks that answer when it asks).
@@ -174,7 +178,7 @@ class SubmitRun(_Body):
     user_id: Annotated[str | None, pydantic.Field(alias="userId", min_length=1)] = None
 
 
-class Resume(pydantic.RootModel[dict[str, Any]]):
+class Answers(pydantic.RootModel[dict[str, Any]]):
     """Answers by continuation key: ``{"interrupt-1": value, …}``."""
 
 
@@ -233,7 +237,7 @@ async def submit(request: Request, app: App, who: Principal) -> Response:
         first = exc.errors()[0]
         field = ".".join(["input", *(str(p) for p in first["loc"])])
         return error(422, "invalid_input", first["msg"], field)
-    run, created = await app.in_thread(
+    run = await app.in_thread(
         app.submit_run,
         workflow,
         encoded,
@@ -242,11 +246,11 @@ async def submit(request: Request, app: App, who: Principal) -> Response:
         timeout=body.timeout_secs,
         user_id=owner,
     )
-    if not created and (run.workflow_id != workflow.workflow_id or run.input != encoded):
+    if not run.created and (run.workflow_id != workflow.workflow_id or run.input != encoded):
         message = "this Idempotency-Key was used for another workflow or input"
         return error(422, "idempotency_key_reused", message, "Idempotency-Key")
     data = await app.in_thread(details_json, app, run)
-    return JSONResponse(data, status_code=201 if created else 200)
+    return JSONResponse(data, status_code=201 if run.created else 200)
 
 
 def _cursor(run: Run) -> str:
@@ -316,7 +320,7 @@ def _invalid(problems: list[dict[str, str]]) -> Response:
     return JSONResponse(
         {
             "error": {
-                "code": "invalid_resume",
+                "code": "invalid_answer",
                 "message": first["message"],
                 "field": first["field"],
                 "errors": errors,
@@ -326,9 +330,9 @@ def _invalid(problems: list[dict[str, str]]) -> Response:
     )
 
 
-async def resume(request: Request, app: App, who: Principal) -> Response:
+async def answer(request: Request, app: App, who: Principal) -> Response:
     run = await visible_run(app, who, request.path_params["run_id"])
-    body = await body_of(request, Resume)
+    body = await body_of(request, Answers)
     if isinstance(body, Response):
         return body
     values = body.root
@@ -338,19 +342,29 @@ async def resume(request: Request, app: App, who: Principal) -> Response:
     interrupts = await app.in_thread(app.store.run_interrupts, run.run_id)
     try:
         app.workflows.check_answers(run, interrupts, values)
-    except InvalidResume as exc:
+    except InvalidAnswer as exc:
         return _invalid(exc.errors)
     problems = answer_problems(interrupts, values)
     if problems:
         return _invalid(problems)
     try:
         # Checks again in its transaction: the run may have moved on since it was read.
-        queued = await app.in_thread(app.answer_run, run.run_id, values)
+        queued = await app.in_thread(app.submit_answers, run.run_id, values)
     except RunStateError as exc:
         return error(409, "run_not_waiting", str(exc), "runId")
-    except InvalidResume as exc:
+    except InvalidAnswer as exc:
         return _invalid(exc.errors)
     return JSONResponse(await app.in_thread(details_json, app, queued), status_code=202)
+
+
+async def answer_by_old_name(request: Request, app: App, who: Principal) -> Response:
+    """``POST /v1/runs/{runId}/resume``: the deprecated path of ``…/answers``, for one
+    release; its answers say so in a ``Deprecation`` header (RFC 9745)."""
+    response = await answer(request, app, who)
+    response.headers["deprecation"] = "true"
+    successor = request.url.path.removesuffix("/resume") + "/answers"
+    response.headers["link"] = f'<{successor}>; rel="successor-version"'
+    return response
 
 
 async def events(request: Request, app: App, who: Principal) -> Response:
@@ -401,7 +415,8 @@ ROUTES = [
     Route("/v1/runs", runs_authorized(list_), methods=["GET"]),
     Route("/v1/runs", runs_authorized(submit), methods=["POST"]),
     Route("/v1/runs/{run_id:path}/events", runs_authorized(events), methods=["GET"]),
-    Route("/v1/runs/{run_id:path}/resume", runs_authorized(resume), methods=["POST"]),
+    Route("/v1/runs/{run_id:path}/answers", runs_authorized(answer), methods=["POST"]),
+    Route("/v1/runs/{run_id:path}/resume", runs_authorized(answer_by_old_name), methods=["POST"]),
     Route("/v1/runs/{run_id:path}", runs_authorized(get), methods=["GET"]),
     Route("/v1/runs/{run_id:path}", runs_authorized(cancel), methods=["DELETE"]),
 ]

@@ -139,6 +139,12 @@ def paths() -> dict[str, Any]:
                     query("state", "Only jobs in this state.", {"enum": STATES}),
                     query("tool", "Only jobs of this tool.", {"type": "string"}),
                     query("session", "Only jobs of this session.", {"type": "string"}),
+                    query(
+                        "q",
+                        "Only jobs whose id, tool, session, user, call id or arguments contain "
+                        "this text (in any case of ASCII letters).",
+                        {"type": "string", "maxLength": jobs.MAX_SEARCH},
+                    ),
                     *PAGE,
                 ],
                 "responses": {
@@ -148,6 +154,9 @@ def paths() -> dict[str, Any]:
             },
             "post": {
                 "summary": "Create a job for a tool that runs outside Python (idempotent).",
+                "description": "Its work runs outside Python: cancelling it or its deadline "
+                "passing calls no `on_cancel` hook (unless the server's App registers a tool "
+                "of that name with one).",
                 "security": AUTH,
                 "requestBody": body(jobs.CreateJob),
                 "responses": {

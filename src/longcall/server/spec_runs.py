@@ -28,8 +28,8 @@ RUN_ID = path_id("runId", example="run-example")
 REASONS = {
     404: "No such run (or workflow, on submit), or not one the caller may see.",
     409: "The run is not waiting for input.",
-    422: "A field, header or query parameter is wrong; `field` names it. A refused resume "
-    "lists every problem in `errors`.",
+    422: "A field, header or query parameter is wrong; `field` names it. Refused answers "
+    "list every problem in `errors`.",
 }
 
 SCHEMAS: dict[str, Any] = {
@@ -115,6 +115,22 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "RunList": page_of("runs", "Run"),
+    "Worker": {
+        "type": "object",
+        "required": ["workerId", "workflows", "startedAt", "heartbeatAt", "expiresAt"],
+        "properties": {
+            "workerId": {"type": "string"},
+            "workflows": {"type": "array", "items": {"type": "string"}},
+            "startedAt": TIME,
+            "heartbeatAt": TIME,
+            "expiresAt": TIME,
+        },
+    },
+    "WorkerList": {
+        "type": "object",
+        "required": ["workers"],
+        "properties": {"workers": {"type": "array", "items": ref("Worker")}},
+    },
 }
 
 
@@ -194,17 +210,47 @@ def paths() -> dict[str, Any]:
                 "responses": {"200": EVENT_LOG, **_errors(*READ_ERRORS, 422)},
             }
         },
-        "/v1/runs/{runId}/resume": {
+        "/v1/runs/{runId}/answers": {
             "post": {
                 "summary": "Answer a waiting run's questions by key and queue it for a worker.",
                 "description": 'The body maps keys to answers: `{"interrupt-1": …}`. Each '
-                "answer must fit its question's schema.",
+                "answer must fit its question's schema. A key the run has not asked (unless "
+                "it answers the next question ahead, together with the one the run waits "
+                "on) and one already answered are refused with 422.",
                 "security": AUTH,
                 "parameters": [RUN_ID],
-                "requestBody": body(runs.Resume),
+                "requestBody": body(runs.Answers),
                 "responses": {
                     "202": json_answer(details, "Answers stored; the run is queued."),
                     **_errors(*WRITE_ERRORS, 409),
+                },
+            }
+        },
+        "/v1/runs/{runId}/resume": {
+            "post": {
+                "summary": "The deprecated path of /v1/runs/{runId}/answers (for one release).",
+                "description": "The same as `POST /v1/runs/{runId}/answers`; its answers carry "
+                "a `Deprecation: true` header and a `Link` to the new path.",
+                "deprecated": True,
+                "security": AUTH,
+                "parameters": [RUN_ID],
+                "requestBody": body(runs.Answers),
+                "responses": {
+                    "202": json_answer(details, "Answers stored; the run is queued."),
+                    **_errors(*WRITE_ERRORS, 409),
+                },
+            }
+        },
+        "/v1/workers": {
+            "get": {
+                "summary": "The workers alive and the workflows each can run.",
+                "description": "A worker beats as it sweeps, every few seconds; one whose last "
+                "beat has expired is not listed. A queued run whose workflow no worker here "
+                "can run waits until one that can starts.",
+                "security": AUTH,
+                "responses": {
+                    "200": json_answer(ref("WorkerList"), "The live workers, oldest first."),
+                    **_errors(401, 503),
                 },
             }
         },

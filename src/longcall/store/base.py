@@ -25,12 +25,22 @@ from longcall.jobs import (
     plan_attach,
 )
 from longcall.store import queries as sql
-from longcall.store.core import NOTIFY_CHANNEL, Row, StoreCore, T, Tx, dumps, loads
+from longcall.store.core import (
+    NOTIFY_CHANNEL,
+    Row,
+    StoreCore,
+    T,
+    Tx,
+    contains_pattern,
+    dumps,
+    loads,
+)
 from longcall.store.cron import CronOps
 from longcall.store.hooks import HookOps, HookSecret
 from longcall.store.runs import Run, RunOps, RunStatus
 from longcall.store.sessions import SessionEvent, SessionOps
 from longcall.store.tokens import TokenInfo, TokenOps
+from longcall.store.workers import WorkerOps
 
 __all__ = [
     "INGEST_KINDS",
@@ -63,6 +73,9 @@ class NewJob:
     args: Mapping[str, Any]
     ids: CallIds
     deadline: float | None  # seconds from now; None: no deadline
+    # Whether the tool declared an on_cancel hook: a cancel or an expiry queues the hook's
+    # outbox item only then. True when unknown, so that no hook call is ever lost.
+    cancel_hook: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,10 +139,11 @@ def job_from_row(row: Row) -> Job:
         claim_holder=row["claim_holder"],
         attempts=row["attempts"],
         last_error=row["last_error"],
+        attached_at=row["attached_at"],
     )
 
 
-class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
+class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps, WorkerOps):
     """The job table and its companions, on one database."""
 
     dialect: str
@@ -218,6 +232,7 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
                     tool_name=new.tool_name,
                     args=dumps(dict(new.args)),
                     deadline=new.deadline,
+                    cancel_hook=new.cancel_hook,
                     now=now,
                     **new.ids.as_dict(),
                 )
@@ -342,7 +357,8 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
 
         A later call changes nothing, is recorded in the job's log, and returns
         ``changed=False`` with the job as it stands. ``request_cancel`` queues a ``cancel``
-        outbox item so the external work is asked to stop.
+        outbox item so the external work is asked to stop, when the job's tool declared an
+        ``on_cancel`` hook (:attr:`NewJob.cancel_hook`); otherwise nothing is queued.
         """
         if not state.terminal:
             raise ValueError(f"{state} is not a terminal state")
@@ -436,7 +452,7 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
             data=dumps(result),
             now=now,
         )
-        if request_cancel:
+        if request_cancel and row["cancel_hook"]:
             tx.run("insert_outbox", job_id=job_id, kind="cancel", delay=0, holder=None, now=now)
         if job.delivery is Delivery.READY:
             self._ready(tx)
@@ -719,16 +735,23 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps):
         session_id: str | None = None,
         user_id: str | None = None,
         delivery: Delivery | None = None,
+        text: str | None = None,
         before: tuple[float, str] | None = None,
         limit: int = 50,
     ) -> list[Job]:
-        """Newest first; ``before`` is the (created_at, job_id) of the last job of a page."""
+        """Newest first; ``before`` is the (created_at, job_id) of the last job of a page.
+
+        ``text`` keeps the jobs whose id, tool, session, user, call id or arguments (as JSON)
+        contain it, in any case of ASCII letters (PostgreSQL: of any letters); ``%``, ``_``
+        and ``\\`` in it are taken literally.
+        """
         params = {
             "state": state.value if state else None,
             "tool_name": tool_name,
             "session_id": session_id,
             "user_id": user_id,
             "delivery": delivery.value if delivery else None,
+            "pattern": contains_pattern(text) if text else None,
             "before_created": before[0] if before else None,
             "before_id": before[1] if before else None,
             "limit": limit,

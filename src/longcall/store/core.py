@@ -40,6 +40,13 @@ def loads(value: Any) -> Any:
     return None if value is None else json.loads(value)
 
 
+def contains_pattern(text: str) -> str:
+    """A LIKE pattern (``ESCAPE '\\'``) matching values that contain ``text``, its own
+    ``%``, ``_`` and ``\\`` taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 class StoreCore(ABC):
     """Transactions, the clock and wake-ups: what each group of store operations builds on."""
 
@@ -49,7 +56,7 @@ class StoreCore(ABC):
         self.clock = clock
         self._queries = sql.queries(self.dialect)
         # Called (from any thread) after a commit made a job ready or freed a session, so an
-        # in-process resumer wakes at once instead of at its next poll.
+        # in-process deliverer wakes at once instead of at its next poll.
         self.ready_listeners: list[Callable[[], None]] = []
         # Called (from any thread) after a commit queued a run, so an in-process worker
         # starts it at once instead of at its next poll.

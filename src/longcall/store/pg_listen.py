@@ -1,6 +1,6 @@
 """PostgreSQL notifications: a listener per process, or one watch shared by many processes.
 
-``NOTIFY`` wakes every session listening on its channel. For the job resumer that is right
+``NOTIFY`` wakes every session listening on its channel. For the job deliverer that is right
 (each process delivers its own sessions' work). For background runs it is a herd: every
 submit would wake every worker process, each would claim, and all but one would find nothing.
 So the run workers share a *watch*: only the session holding a per-channel advisory lock

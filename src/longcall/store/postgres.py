@@ -1,6 +1,6 @@
 """PostgreSQL backend: several processes and hosts sharing one job table.
 
-Claims use ``FOR UPDATE SKIP LOCKED`` so concurrent resumers never wait on each other's rows;
+Claims use ``FOR UPDATE SKIP LOCKED`` so concurrent deliverers never wait on each other's rows;
 commits that make work ready send ``NOTIFY longcall`` so idle workers wake at once (with
 polling as the fallback); leases and deadlines are compared on the database's clock.
 Connection errors (a restarted server, a dropped connection) are retried with backoff: every

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from longcall.errors import RunNotFound
@@ -55,6 +55,10 @@ class Run:
     created_at: float
     updated_at: float
     finished_at: float | None
+    # Not stored: True on the Run that the call which created it returned (``submit_run``,
+    # ``run_workflow``); False when the call found the run made before (the same
+    # idempotency key or run id) and on every read.
+    created: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,6 +557,12 @@ class RunOps(StoreCore):
             "limit": limit,
         }
         rows = self._transact(lambda tx: tx.all("list_runs", **params), write=False)
+        return [run_from_row(r) for r in rows]
+
+    def runs_of_job(self, job_id: str) -> list[Run]:
+        """The background runs doing the work of the job ``job_id``, oldest first (usually
+        one: ``submit_run(job=...)`` keys it by the job)."""
+        rows = self._transact(lambda tx: tx.all("runs_of_job", job_id=job_id), write=False)
         return [run_from_row(r) for r in rows]
 
     def run_steps(self, run_id: str) -> list[Step]:

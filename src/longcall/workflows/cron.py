@@ -57,11 +57,13 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import pydantic
 from croniter import (
     CroniterBadDateError,
     croniter,
 )
 
+from longcall.deprecation import deprecated
 from longcall.errors import (
     CronConflict,
     CronNotFound,
@@ -374,20 +376,24 @@ class Crons:
         paused: bool = False,
         user_id: str | None = None,
         cron_id: str | None = None,
-        check_workflow: bool = False,
+        check_workflow: bool = True,
     ) -> Cron:
         """Validate and create a schedule; its first occurrence is the first after now.
 
-        ``check_workflow`` refuses a workflow id this process has not registered
-        (:class:`~longcall.errors.WorkflowNotFound`); without it a schedule may name a
-        workflow that only the workers register (runs of an unknown one fail there).
+        The workflow must be registered in this App and the input must be one it takes: an
+        unknown workflow raises :class:`~longcall.errors.WorkflowNotFound`, an input it would
+        refuse :class:`~longcall.errors.CronValidationError` (``field`` ``input``), and
+        nothing is created; the input is stored as the workflow encodes it. For a workflow
+        only other processes (the workers) register, pass ``check_workflow=False``: the
+        input is then stored as given (JSON), and runs of an unknown workflow fail where
+        they execute.
         """
         store = self._store("create")
         schedule = parse(expression, timezone)
         if not isinstance(workflow_id, str) or not workflow_id:
             raise CronValidationError("workflowId", "give the id of a workflow")
-        if check_workflow and workflow_id not in self.app.workflows.registry:
-            raise WorkflowNotFound(workflow_id)
+        if check_workflow:
+            input = self._checked_input(workflow_id, input)
         return store.create_cron(
             cron_id or f"cron-{uuid.uuid4().hex}",
             _name(name),
@@ -402,6 +408,21 @@ class Crons:
             paused=bool(paused),
             user_id=user_id,
         )
+
+    def _checked_input(self, workflow_id: str, value: Any) -> Any:
+        """The input as the registered workflow encodes it (WorkflowNotFound for an unknown
+        workflow, CronValidationError naming every bad field of the input)."""
+        workflow = self.app.workflows.resolve(workflow_id)
+        try:
+            return workflow.encode_input(value)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                ".".join(["input", *(str(p) for p in e["loc"])]) + f": {e['msg']}"
+                for e in exc.errors()
+            )
+            raise CronValidationError(
+                "input", f"workflow {workflow_id!r} does not take it ({problems})"
+            ) from None
 
     def get(self, cron_id: str) -> Cron:
         return self._store("get").get_cron(cron_id)
@@ -500,9 +521,14 @@ class Crons:
         """Stop firing (runs already started go on); repeating it changes nothing."""
         return self.update(cron_id, paused=True)
 
-    def resume(self, cron_id: str) -> Cron:
+    def unpause(self, cron_id: str) -> Cron:
         """Fire again; what was missed while paused goes to the misfire policy."""
         return self.update(cron_id, paused=False)
+
+    def resume(self, cron_id: str) -> Cron:
+        """Deprecated name of :meth:`unpause`."""
+        deprecated("app.crons.resume", "app.crons.unpause")
+        return self.unpause(cron_id)
 
     def delete(self, cron_id: str) -> bool:
         """Delete the schedule (its runs stay); False when there was none."""

@@ -192,7 +192,7 @@ class TaskContext:
 
     def interrupt(self, prompt: str, *, schema: Any = None) -> Any:
         """The answer to ``prompt`` as ``schema`` (any type pydantic validates): the run
-        suspends (``waiting_input``) until ``app.resume(run_id, {key: value})`` supplies it.
+        suspends (``waiting_input``) until ``app.answer(run_id, {key: value})`` supplies it.
 
         Keys are ``interrupt-1``, ``interrupt-2``, … in the order the run asks. In an async
         workflow, ``await`` the result.

@@ -1,7 +1,7 @@
-"""Workflows registered on an App, and running them: start, resume, continue, inspect, cancel.
+"""Workflows registered on an App, and running them: start, answer, continue, inspect, cancel.
 
 ``app.run_workflow`` executes in the calling thread (or event loop) until the run completes,
-fails or waits for input; ``app.resume`` supplies answers and executes again from the top,
+fails or waits for input; ``app.answer`` supplies answers and executes again from the top,
 skipping every task call that has a checkpoint. Background runs on workers build on the same
 :meth:`Workflows.execute`.
 """
@@ -21,7 +21,7 @@ import pydantic
 from pydantic_core import to_jsonable_python
 
 from longcall.errors import (
-    InvalidResume,
+    InvalidAnswer,
     NonDeterminismError,
     RunStateError,
     WorkflowError,
@@ -145,6 +145,13 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 def _key_number(key: str) -> int:
     return int(key.rsplit("-", 1)[1]) if KEY.match(key) else 0
+
+
+def _gap(last_asked: int, number: int, filled: set[int]) -> bool:
+    """Whether a question between the last one asked and ``number`` has no answer in
+    ``filled`` (counted, not walked: a key's number may be huge)."""
+    between = sum(1 for n in filled if last_asked < n < number)
+    return between < number - last_asked - 1
 
 
 class Workflows:
@@ -404,23 +411,57 @@ class Workflows:
 
     @staticmethod
     def check_answers(run: Run, known: dict[str, Interrupt], values: Mapping[str, Any]) -> None:
-        """Refuse, before anything is stored, answers that cannot be taken."""
+        """Refuse, before anything is stored, answers that cannot be taken.
+
+        A key must name a question the run waits on (asked, not answered), or one it has not
+        asked yet that follows the questions asked without a gap (``interrupt-2`` given
+        together with ``interrupt-1``, which the run waits on); the run takes such an answer
+        ahead when it asks. Any other key (``interrupt-7`` while the run waits on
+        ``interrupt-1``), a question already answered (answers are final) and an empty
+        resume raise :class:`InvalidAnswer` listing every key at fault.
+        """
         if run.status is not RunStatus.WAITING_INPUT:
             raise RunStateError(f"run {run.run_id!r} is {run.status.value}, not waiting for input")
+        waiting = sorted(
+            (k for k, i in known.items() if i.asked_at is not None and not i.answered),
+            key=_key_number,
+        )
+        last_asked = max(
+            (_key_number(k) for k, i in known.items() if i.asked_at is not None), default=0
+        )
+        # Numbers an answer ahead may follow: recorded before (asked, or given ahead by an
+        # earlier resume) or given now.
+        filled = {_key_number(k) for k in known} | {_key_number(k) for k in values}
+        answers_waiting = any(key in waiting for key in values)
+        waits_on = ", ".join(waiting) or "no question"
         problems = []
         for key in values:
+            record = known.get(key)
             if not KEY.match(key):
                 message = "not a continuation key (interrupt-1, interrupt-2, …)"
-                problems.append({"key": key, "path": "", "message": message})
-            elif key in known and known[key].answered:
-                problems.append({"key": key, "path": "", "message": "already answered"})
+            elif record is not None and record.answered:
+                message = "already answered (an answer is final)"
+            elif record is not None and record.asked_at is not None:
+                continue
+            elif (
+                not answers_waiting
+                or _key_number(key) <= last_asked
+                or _gap(last_asked, _key_number(key), filled)
+            ):
+                message = (
+                    f"the run has not asked {key} (it waits on {waits_on}; a later question "
+                    "is answered only together with that one and every one between)"
+                )
+            else:
+                continue
+            problems.append({"key": key, "path": "", "message": message})
         if not values:
             problems.append({"key": "", "path": "", "message": "no values to resume with"})
         if problems:
-            raise InvalidResume(run.run_id, problems)
+            raise InvalidAnswer(run.run_id, problems)
 
     def wrong_answers(self, run: Run, values: Mapping[str, Any]) -> None:
-        """After an execution: raise InvalidResume for answers the run found of the wrong type."""
+        """After an execution: raise InvalidAnswer for answers the run found of the wrong type."""
         if run.status is not RunStatus.WAITING_INPUT:
             return
         interrupts = self.app.store.run_interrupts(run.run_id)
@@ -431,7 +472,7 @@ class Workflows:
             for p in interrupts[key].error
         ]
         if problems:
-            raise InvalidResume(run.run_id, problems)
+            raise InvalidAnswer(run.run_id, problems)
 
     def take(self, run_id: str, answers: Mapping[str, Any] | None = None) -> Held:
         """Hold the run to execute it here, with its record; with ``answers``, only a run

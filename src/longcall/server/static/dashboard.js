@@ -49,7 +49,7 @@ function say(message, isError = false) {
   box.className = isError ? 'outcome error' : 'outcome';
 }
 
-// A refusal that lists several problems (a resume's answers) names each one's field.
+// A refusal that lists several problems (a run's answers) names each one's field.
 function problem(data, response) {
   const error = data?.error;
   if (error?.errors?.length) {
@@ -57,6 +57,73 @@ function problem(data, response) {
   }
   return error?.message ?? `${response.status} ${response.statusText}`;
 }
+
+// A button that cannot be taken back asks first, in a dialog of the page's own: the form's
+// data-confirm is the question, data-confirm-detail what follows, data-confirm-yes the
+// button that goes ahead; "Go back", focused first, and Escape say no. `sent` shows what is
+// about to be sent, when there is something to read. Resolves to whether to go ahead.
+function confirmed(form, sent = '') {
+  if (!form.dataset.confirm) return Promise.resolve(true);
+  let dialog = document.getElementById('confirm');
+  if (!dialog) {
+    dialog = el('dialog', 'confirm');
+    dialog.id = 'confirm';
+    dialog.setAttribute('aria-labelledby', 'confirm-question');
+    const question = el('h2');
+    question.id = 'confirm-question';
+    const buttons = el('div', 'buttons');
+    for (const [name, text] of [['no', 'Go back'], ['yes', '']]) {
+      const button = el('button', name, text);
+      button.type = 'button';
+      buttons.append(button);
+    }
+    dialog.append(question, el('p', 'detail'), el('pre', 'sent'), buttons);
+    document.body.append(dialog);
+  }
+  dialog.querySelector('h2').textContent = form.dataset.confirm;
+  dialog.querySelector('.detail').textContent = form.dataset.confirmDetail ?? '';
+  const shownSent = dialog.querySelector('.sent');
+  shownSent.textContent = sent;
+  shownSent.hidden = !sent;
+  const yes = dialog.querySelector('.yes');
+  const no = dialog.querySelector('.no');
+  yes.textContent = form.dataset.confirmYes;
+  yes.className = `yes ${form.classList.contains('decision') ? 'decision' : 'danger'}`;
+  return new Promise((resolve) => {
+    const answer = (ok) => {
+      dialog.close();
+      resolve(ok);
+    };
+    yes.onclick = () => answer(true);
+    no.onclick = () => answer(false);
+    dialog.oncancel = (event) => {
+      event.preventDefault();
+      answer(false);
+    };
+    dialog.showModal();
+    no.focus();
+  });
+}
+
+// An event log's rows are in time order (data-at); a new one goes before the first later one.
+function placeInLog(log, row) {
+  const at = Date.parse(row.dataset.at);
+  const later = [...log.rows].find((r) => Date.parse(r.dataset.at) > at);
+  log.insertBefore(row, later ?? null);
+}
+
+function logEntry(event) {
+  const code = el('code', '', compact(event.data));
+  const row = rowOf([String(event.seq), shown('createdAt', event.createdAt), event.kind, code],
+    'changed');
+  row.dataset.seq = event.seq;
+  row.dataset.at = event.createdAt;
+  return row;
+}
+
+const lastSeqOf = (log) => Math.max(
+  0, ...[...log.querySelectorAll('tr[data-seq]')].map((r) => Number(r.dataset.seq)),
+);
 
 async function api(path, body, method = body === undefined ? 'GET' : 'POST') {
   const options = {
@@ -117,8 +184,11 @@ function jobsPage() {
   const rows = document.getElementById('jobs');
   const search = document.getElementById('search');
   const empty = document.getElementById('empty');
+  const more = document.getElementById('more');
   const state = main.dataset.state;
-  const matches = (row) => row.dataset.search.includes(search.value.trim().toLowerCase());
+  let query = search.value.trim();
+  let asked = 0;
+  let soon = null;
 
   function row(job) {
     const link = el('a', '', job.jobId);
@@ -132,6 +202,15 @@ function jobsPage() {
     return tr;
   }
 
+  // The same words as nothing_found() in dashboard_jobs.py.
+  function showEmpty() {
+    const which = state ? `${state} jobs` : 'jobs';
+    empty.textContent = query
+      ? `No ${which} match “${query}”.`
+      : `No ${which} here yet; new ones appear as they start.`;
+    empty.hidden = rows.rows.length > 0;
+  }
+
   function upsert(job) {
     const old = [...rows.rows].find((r) => r.dataset.jobId === job.jobId);
     if (old && older(job.updatedAt, old.dataset.updated)) return;
@@ -139,25 +218,55 @@ function jobsPage() {
       old?.remove();
     } else if (!old || old.dataset.updated !== job.updatedAt) {
       const fresh = row(job);
-      fresh.hidden = !matches(fresh);
       if (old) old.replaceWith(fresh);
-      else if (main.dataset.newest) rows.prepend(fresh);
+      // A new job joins the results when it matches the search (the store's own search
+      // looks in the same fields).
+      else if (main.dataset.newest && haystack(job).includes(query.toLowerCase())) {
+        rows.prepend(fresh);
+      }
     }
-    empty.hidden = rows.rows.length > 0;
+    showEmpty();
+  }
+
+  // The newest page of jobs matching the search, from the store: not only the rows loaded.
+  async function newest() {
+    const params = new URLSearchParams({ limit: '100' });
+    if (state) params.set('state', state);
+    if (query) params.set('q', query);
+    return (await api(`/v1/jobs?${params}`)).jobs;
+  }
+
+  async function searchNow() {
+    const ticket = ++asked; // an older answer arriving late must not replace a newer one
+    const jobs = await newest();
+    if (ticket !== asked) return;
+    main.dataset.newest = 'yes';
+    rows.replaceChildren(...jobs.map((job) => Object.assign(row(job), { className: '' })));
+    more.replaceChildren();
+    if (jobs.length === 100) {
+      const params = new URLSearchParams({ state, q: query, before: jobs.at(-1).jobId });
+      const link = el('a', '', 'Older jobs');
+      link.href = `/?${params}`;
+      more.append(el('p'));
+      more.firstChild.append(link);
+    }
+    showEmpty();
   }
 
   search.addEventListener('input', () => {
-    for (const r of rows.rows) r.hidden = !matches(r);
+    query = search.value.trim();
     const url = new URL(location.href);
     url.searchParams.set('q', search.value);
+    url.searchParams.delete('before');
     history.replaceState(null, '', url);
+    clearTimeout(soon);
+    soon = setTimeout(() => searchNow().catch((error) => say(error.message, true)), 250);
   });
   // The stream starts at the moment it opens; the list fills in what came before.
   stream('/v1/events', { job: upsert }, async () => {
-    const query = new URLSearchParams({ limit: '100' });
-    if (state) query.set('state', state);
-    const { jobs } = await api(`/v1/jobs?${query}`);
-    for (const job of jobs.reverse()) upsert(job);
+    const ticket = asked;
+    const jobs = await newest();
+    if (ticket === asked) for (const job of jobs.reverse()) upsert(job);
   });
 }
 
@@ -193,9 +302,21 @@ function jobPage() {
   const path = main.dataset.path;
   const log = document.getElementById('log');
   const transcript = document.getElementById('transcript');
-  let lastSeq = Math.max(0, ...[...log.rows].map((r) => Number(r.cells[0].textContent)));
+  let lastSeq = lastSeqOf(log);
   let loads = 0;
   let soon = null;
+  // Attached while the page is open: the change that brought its ids tells when. (A job
+  // attached before is in the log already, or was attached before its time was recorded.)
+  const attachedBefore = Boolean(job.sessionId && job.callId);
+
+  // A moment of the job's own row, as milestones() in dashboard_jobs.py shows it; once.
+  function milestone(kind, at, text) {
+    if (!at || log.querySelector(`tr[data-milestone="${kind}"]`)) return;
+    const row = rowOf(['', shown('createdAt', at), kind, text], 'milestone changed');
+    row.dataset.milestone = kind;
+    row.dataset.at = at;
+    placeInLog(log, row);
+  }
 
   function show(fresh) {
     if (older(fresh.updatedAt, job.updatedAt)) return;
@@ -208,27 +329,34 @@ function jobPage() {
     }
     document.getElementById('actions').disabled = job.state !== 'started';
     document.getElementById('finished').hidden = job.state === 'started';
+    if (!attachedBefore && job.sessionId && job.callId) {
+      milestone('attached', job.updatedAt, `to session ${job.sessionId}, call ${job.callId}`);
+    }
+    milestone('delivered', job.deliveredAt, 'the final response is in the session');
     if (moved) loadTranscriptSoon();
   }
 
   function addEvent(event) {
     if (event.seq <= lastSeq) return;
     lastSeq = event.seq;
-    const code = el('code', '', compact(event.data));
-    log.append(rowOf([String(event.seq), shown('createdAt', event.createdAt), event.kind, code],
-      'changed'));
+    placeInLog(log, logEntry(event));
     loadTranscriptSoon();
   }
 
   const mine = (id) => (id && id === job.callId ? 'call this-job' : 'call');
   function turn(event) {
-    const li = el('li', event.author === 'user' ? 'turn user' : 'turn agent');
-    li.append(el('span', 'author', event.author));
+    // Agents put function responses into the session as a turn of the user's, but no person
+    // wrote them: a turn of nothing else is labelled as the tools'.
+    const responses = event.functionResponses ?? [];
+    const tool = responses.length > 0 && !event.text && !(event.functionCalls ?? []).length;
+    const kind = tool ? 'tool' : event.author === 'user' ? 'user' : 'agent';
+    const li = el('li', `turn ${kind}`);
+    li.append(el('span', 'author', tool ? 'tool response' : event.author));
     if (event.text) li.append(el('p', 'text', event.text));
     for (const call of event.functionCalls ?? []) {
       li.append(el('pre', mine(call.id), `→ ${call.name}(${compact(call.args)})`));
     }
-    for (const response of event.functionResponses ?? []) {
+    for (const response of responses) {
       li.append(el('pre', mine(response.id), `← ${response.name}: ${compact(response.response)}`));
     }
     return li;
@@ -268,7 +396,12 @@ function jobPage() {
       const button = form.querySelector('button');
       button.disabled = true;
       try {
-        const answer = await api(`${path}/${verb}`, bodyOf(form));
+        const body = bodyOf(form);
+        if (!(await confirmed(form))) {
+          say('Nothing was sent; the job is as it was.');
+          return;
+        }
+        const answer = await api(`${path}/${verb}`, body);
         show(answer.job);
         const state = answer.job.state;
         say(answer.changed ? `Done; the job is ${state}.` : `Nothing changed; the job is ${state}.`);
@@ -286,341 +419,5 @@ function jobPage() {
   stream(`${path}/events`, { job: show, event: addEvent });
 }
 
-// -- runs ------------------------------------------------------------------------------------
-
-const TERMINAL = ['completed', 'failed', 'cancelled'];
-
-function runsPage() {
-  const rows = document.getElementById('runs');
-  const empty = document.getElementById('empty');
-  const live = document.getElementById('live');
-  const status = main.dataset.status;
-
-  function row(run) {
-    const link = el('a', '', run.runId);
-    link.href = `/runs/${encodeURIComponent(run.runId)}`;
-    const tr = rowOf([
-      link, run.workflowId, badge('status', run.status), shown('userId', run.userId),
-      `${run.retryCount}/${run.maxRetries}`, shown('createdAt', run.createdAt),
-      shown('updatedAt', run.updatedAt),
-    ]);
-    tr.dataset.runId = run.runId;
-    tr.dataset.updated = run.updatedAt;
-    return tr;
-  }
-
-  // Polls the newest page: a run's story changes too often for a table row to need more.
-  async function refresh() {
-    const query = new URLSearchParams({ limit: '100' });
-    if (status) query.set('status', status);
-    try {
-      const { runs } = await api(`/v1/runs?${query}`);
-      const old = new Map([...rows.rows].map((r) => [r.dataset.runId, r]));
-      const fresh = runs.map((run) => {
-        const before = old.get(run.runId);
-        if (before && before.dataset.updated === run.updatedAt) return before;
-        const made = row(run);
-        made.className = 'changed';
-        return made;
-      });
-      rows.replaceChildren(...fresh);
-      empty.hidden = fresh.length > 0;
-      live.textContent = 'live';
-      live.className = 'live on';
-    } catch (error) {
-      live.textContent = 'reconnecting…';
-      live.className = 'live';
-    }
-  }
-  if (main.dataset.newest) {
-    refresh();
-    setInterval(refresh, 2000);
-  } else {
-    live.textContent = 'older runs';
-  }
-}
-
-// An answer from the inputs the server built from the question's schema (dashboard.py).
-function answersOf(form) {
-  const body = {};
-  for (const input of form.querySelectorAll('[data-key]:not(fieldset)')) {
-    const { key, prop, kind } = input.dataset;
-    const required = 'required' in input.dataset;
-    let value;
-    if (kind === 'boolean') {
-      value = input.checked;
-    } else if (kind === 'enum') {
-      value = JSON.parse(input.value);
-    } else if (kind === 'number' || kind === 'integer') {
-      if (input.value.trim() === '') continue;
-      value = Number(input.value);
-    } else if (kind === 'json') {
-      try {
-        value = JSON.parse(input.value);
-      } catch {
-        throw new Error(`The answer to ${key} is not valid JSON.`);
-      }
-    } else {
-      if (input.value === '' && prop && !required) continue;
-      value = input.value;
-    }
-    if (prop) {
-      body[key] = body[key] ?? {};
-      body[key][prop] = value;
-    } else {
-      body[key] = value;
-    }
-  }
-  // An object whose properties are all optional and left empty is still an answer.
-  for (const fieldset of form.querySelectorAll('fieldset[data-key]')) {
-    if (!(fieldset.dataset.key in body)) body[fieldset.dataset.key] = {};
-  }
-  return body;
-}
-
-function runPage() {
-  let run = JSON.parse(main.dataset.run);
-  const path = main.dataset.path;
-  const log = document.getElementById('log');
-  const steps = document.getElementById('steps');
-  const errors = document.getElementById('errors');
-  const resume = document.getElementById('resume');
-  const cancel = document.getElementById('cancel');
-  const answer = document.getElementById('answer');
-  let lastSeq = Math.max(0, ...[...log.rows].map((r) => Number(r.cells[0].textContent)));
-  let close = () => {};
-
-  const pendingKey = (r) => JSON.stringify(r.pendingInterrupts.map((p) => [p.key, p.error]));
-
-  function show(fresh) {
-    if (older(fresh.updatedAt, run.updatedAt)) return;
-    run = fresh;
-    for (const node of main.querySelectorAll('[data-field]')) {
-      const field = node.dataset.field;
-      node.textContent = shown(field, run[field]);
-      if (node.classList.contains('badge')) node.className = `badge ${field}-${run[field]}`;
-    }
-    errors.replaceChildren(...run.errors.map((e) => {
-      const li = el('li');
-      li.append(el('code', '', compact(e)));
-      return li;
-    }));
-    steps.replaceChildren(...run.steps.map((s) => rowOf([
-      String(s.position), s.name, s.ok ? 'ok' : 'failed', String(s.attempts),
-      el('code', '', compact(s.result)), shown('finishedAt', s.finishedAt),
-    ])));
-    cancel.querySelector('fieldset').disabled = TERMINAL.includes(run.status);
-    if (pendingKey(run) !== main.dataset.pending) {
-      // The run asks something else now: the form is built by the server from its schema.
-      if (run.pendingInterrupts.length) {
-        location.reload();
-      } else {
-        main.dataset.pending = pendingKey(run);
-        answer.replaceChildren(el('h3', '', 'Answer and resume'),
-          el('p', 'note', 'The run is not waiting for an answer.'));
-      }
-    }
-    if (TERMINAL.includes(run.status)) close('finished');
-  }
-
-  function addEvent(event) {
-    if (event.seq <= lastSeq) return;
-    lastSeq = event.seq;
-    const code = el('code', '', compact(event.data));
-    log.append(rowOf([String(event.seq), shown('createdAt', event.createdAt), event.kind, code],
-      'changed'));
-  }
-
-  if (resume) {
-    const code = resume.querySelector('.curl code');
-    const refresh = () => {
-      try {
-        code.textContent = curl(`${location.origin}${path}/resume`, answersOf(resume));
-      } catch (error) {
-        code.textContent = `# ${error.message}`;
-      }
-    };
-    resume.addEventListener('input', refresh);
-    resume.addEventListener('change', refresh);
-    resume.addEventListener('submit', async (event) => {
-      event.preventDefault();
-      const button = resume.querySelector('button');
-      button.disabled = true;
-      try {
-        const queued = await api(`${path}/resume`, answersOf(resume));
-        say(`Answered; the run is ${queued.status}.`);
-        show(queued);
-      } catch (error) {
-        say(error.message, true);
-      } finally {
-        button.disabled = false;
-      }
-    });
-    refresh();
-  }
-
-  cancel.addEventListener('submit', async (event) => {
-    event.preventDefault();
-    try {
-      const after = await api(path, undefined, 'DELETE');
-      const note = after.cancelRequested && !TERMINAL.includes(after.status)
-        ? '; it stops at its next task call' : '';
-      say(`The run is ${after.status}${note}.`);
-      show(after);
-    } catch (error) {
-      say(error.message, true);
-    }
-  });
-
-  // Opens with the run as it is now, then sends each new log entry and each change; it ends
-  // once the run has completed, failed or been cancelled.
-  if (TERMINAL.includes(run.status)) {
-    document.getElementById('live').textContent = 'finished';
-  } else {
-    close = stream(`${path}/events?after=${lastSeq}`, { run: show, event: addEvent });
-  }
-}
-
-// -- schedules -------------------------------------------------------------------------------
-
-const pausedBadge = (paused) => badge('paused', paused ? 'paused' : 'active');
-// The same as local_time() in dashboard.py: 2025-03-30 03:00:00 +02:00.
-const localTime = (text) => `${text.slice(0, 19).replace('T', ' ')} ${text.slice(19)}`;
-
-// The same command as curl_as() in dashboard.py.
-function curlAs(method, url, body) {
-  const lines = [`curl -X ${method} ${shell(url)}`, '  -H "Authorization: Bearer $LONGCALL_TOKEN"'];
-  if (body !== undefined) {
-    lines.push("  -H 'Content-Type: application/json'", `  -d ${shell(compact(body))}`);
-  }
-  return lines.join(' \\\n');
-}
-
-// Polls `load` every two seconds while the page is open, saying in the header whether it can.
-function poll(load) {
-  const live = document.getElementById('live');
-  const look = async () => {
-    try {
-      await load();
-      live.textContent = 'live';
-      live.className = 'live on';
-    } catch (error) {
-      live.textContent = 'reconnecting…';
-      live.className = 'live';
-    }
-  };
-  look();
-  return setInterval(look, 2000);
-}
-
-function schedulesPage() {
-  const rows = document.getElementById('schedules');
-  const empty = document.getElementById('empty');
-
-  function row(cron) {
-    const link = el('a', '', cron.name);
-    link.href = `/schedules/${encodeURIComponent(cron.cronId)}`;
-    const tr = rowOf([
-      link, cron.workflowId, cron.cronExpression, cron.timezone, cron.concurrencyPolicy,
-      pausedBadge(cron.paused), shown('nextFireAt', cron.nextFireAt),
-      String(cron.activeRunCount), String(cron.executionCount),
-    ]);
-    tr.dataset.cronId = cron.cronId;
-    return tr;
-  }
-
-  if (!main.dataset.first) {
-    document.getElementById('live').textContent = 'later page';
-    return;
-  }
-  poll(async () => {
-    const { crons } = await api('/v1/cron?limit=100');
-    const old = new Map([...rows.rows].map((r) => [r.dataset.cronId, r]));
-    rows.replaceChildren(...crons.map((cron) => {
-      const before = old.get(cron.cronId);
-      const made = row(cron);
-      if (before && before.textContent === made.textContent) return before;
-      if (before) made.className = 'changed';
-      return made;
-    }));
-    empty.hidden = crons.length > 0;
-  });
-}
-
-function schedulePage() {
-  let cron = JSON.parse(main.dataset.cron);
-  const path = main.dataset.path;
-  const forms = Object.fromEntries(
-    ['pause', 'resume', 'trigger', 'delete'].map((id) => [id, document.getElementById(id)]),
-  );
-  let timer = null;
-
-  function show(fresh) {
-    cron = fresh;
-    const fields = main.querySelectorAll('h1 [data-field], dl [data-field], pre [data-field]');
-    for (const node of fields) {
-      const field = node.dataset.field;
-      if (field === 'paused') {
-        node.replaceWith(pausedBadge(cron.paused));
-      } else {
-        node.textContent = shown(field, cron[field]);
-      }
-    }
-    forms.pause.querySelector('fieldset').disabled = cron.paused;
-    forms.resume.querySelector('fieldset').disabled = !cron.paused;
-    document.getElementById('next').replaceChildren(...cron.nextFireTimes.map(
-      (t) => rowOf([localTime(t.local), shown('fireAt', t.utc)]),
-    ));
-    document.getElementById('fires').replaceChildren(...cron.recentFires.map((f) => {
-      let run = '—';
-      if (f.runId) {
-        run = el('a', '', f.runId);
-        run.href = `/runs/${encodeURIComponent(f.runId)}`;
-      }
-      return rowOf([shown('fireAt', f.fireAt), badge('outcome', f.outcome), run]);
-    }));
-  }
-
-  // Each button does what the curl command beside it does.
-  function act(form, method, url, body, done) {
-    form.addEventListener('submit', async (event) => {
-      event.preventDefault();
-      const button = form.querySelector('button');
-      button.disabled = true;
-      try {
-        const answer = await api(url, body, method);
-        await done(answer);
-      } catch (error) {
-        say(error.message, true);
-      } finally {
-        button.disabled = false;
-      }
-    });
-  }
-  act(forms.pause, 'PATCH', path, { paused: true }, (answer) => {
-    show(answer);
-    say('Paused: nothing fires until it is resumed.');
-  });
-  act(forms.resume, 'PATCH', path, { paused: false }, (answer) => {
-    show(answer);
-    say(`Resumed; the next fire is at ${shown('nextFireAt', answer.nextFireAt)} UTC.`);
-  });
-  act(forms.trigger, 'POST', `${path}/trigger`, undefined, async (answer) => {
-    say(answer.runId
-      ? `Started run ${answer.runId}.`
-      : 'Skipped: a run of this schedule is still active.');
-    show(await api(path));
-  });
-  act(forms.delete, 'DELETE', path, undefined, () => {
-    clearInterval(timer);
-    location.assign('/schedules');
-  });
-  timer = poll(async () => show(await api(path)));
-}
-
 if (main?.dataset.page === 'jobs') jobsPage();
 if (main?.dataset.page === 'job') jobPage();
-if (main?.dataset.page === 'runs') runsPage();
-if (main?.dataset.page === 'run') runPage();
-if (main?.dataset.page === 'schedules') schedulesPage();
-if (main?.dataset.page === 'schedule') schedulePage();

@@ -4,9 +4,11 @@
 
 -- name: insert_job
 INSERT INTO lc_jobs (job_id, tool_name, args, app_name, user_id, session_id, call_id,
-                     invocation_id, deadline_at, created_at, updated_at)
+                     invocation_id, deadline_at, created_at, updated_at, attached_at, cancel_hook)
 VALUES (%(job_id)s, %(tool_name)s, %(args)s::jsonb, %(app_name)s, %(user_id)s, %(session_id)s, %(call_id)s,
-        %(invocation_id)s, lc_now(%(now)s) + %(deadline)s, lc_now(%(now)s), lc_now(%(now)s))
+        %(invocation_id)s, lc_now(%(now)s) + %(deadline)s, lc_now(%(now)s), lc_now(%(now)s),
+        CASE WHEN %(session_id)s::text IS NOT NULL AND %(call_id)s::text IS NOT NULL
+             THEN lc_now(%(now)s) END, %(cancel_hook)s)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING *;
 
@@ -41,6 +43,10 @@ UPDATE lc_jobs SET
              AND COALESCE(call_id, %(call_id)s) IS NOT NULL
              AND (state <> 'started' OR notify_seq > notified_seq) THEN lc_now(%(now)s)
         ELSE available_at END,
+    attached_at = CASE
+        WHEN attached_at IS NULL AND COALESCE(session_id, %(session_id)s) IS NOT NULL
+             AND COALESCE(call_id, %(call_id)s) IS NOT NULL THEN lc_now(%(now)s)
+        ELSE attached_at END,
     updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s
 RETURNING *;
@@ -159,6 +165,11 @@ WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
   AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
   AND (%(delivery)s::text IS NULL OR delivery = %(delivery)s)
+  -- The search box: a pattern with the user's % _ and \ escaped, any case.
+  AND (%(pattern)s::text IS NULL OR job_id ILIKE %(pattern)s ESCAPE '\'
+       OR tool_name ILIKE %(pattern)s ESCAPE '\' OR session_id ILIKE %(pattern)s ESCAPE '\'
+       OR user_id ILIKE %(pattern)s ESCAPE '\' OR call_id ILIKE %(pattern)s ESCAPE '\'
+       OR args::text ILIKE %(pattern)s ESCAPE '\')
   AND (%(before_created)s::float8 IS NULL OR created_at < %(before_created)s
        OR (created_at = %(before_created)s AND job_id < %(before_id)s))
 ORDER BY created_at DESC, job_id DESC

@@ -11,3 +11,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
        OR (created_at = %(before_created)s AND run_id < %(before_id)s))
 ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s;
+
+-- name: runs_of_job
+-- The background runs doing a job's work (one, unless a caller gave its own idempotency key).
+SELECT * FROM lc_runs WHERE job_id = %(job_id)s ORDER BY created_at, run_id;

@@ -37,7 +37,9 @@ CREATE TABLE lc_jobs (
     available_at    DOUBLE PRECISION,
     claim_holder    TEXT,
     attempts        INTEGER NOT NULL DEFAULT 0,
-    last_error      TEXT
+    last_error      TEXT,
+    attached_at     DOUBLE PRECISION,  -- schema 6
+    cancel_hook     BOOLEAN NOT NULL DEFAULT TRUE  -- schema 7: its tool declared on_cancel
 );
 
 -- Claims read only ready rows: the cost stays flat however many jobs are open.
@@ -261,3 +263,18 @@ CREATE TABLE lc_cron_fires (
 );
 -- Old occurrences are pruned by age.
 CREATE INDEX lc_cron_fires_created ON lc_cron_fires (created_at);
+
+-- What the dashboard shows (schema 6).
+-- A job's page links to the background runs doing its work.
+CREATE INDEX lc_runs_job ON lc_runs (job_id) WHERE job_id IS NOT NULL;
+
+-- Workers alive, and the workflows each can run: each renews its row as it sweeps, on the
+-- database's clock, and deletes it as it stops. A queued run whose workflow no live worker
+-- has registered waits for one that does.
+CREATE TABLE lc_workers (
+    worker_id    TEXT PRIMARY KEY,
+    workflows    JSONB NOT NULL DEFAULT '[]',
+    started_at   DOUBLE PRECISION NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL,
+    expires_at   DOUBLE PRECISION NOT NULL
+);

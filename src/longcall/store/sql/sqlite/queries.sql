@@ -3,9 +3,10 @@
 
 -- name: insert_job
 INSERT INTO lc_jobs (job_id, tool_name, args, app_name, user_id, session_id, call_id,
-                     invocation_id, deadline_at, created_at, updated_at)
+                     invocation_id, deadline_at, created_at, updated_at, attached_at, cancel_hook)
 VALUES (:job_id, :tool_name, :args, :app_name, :user_id, :session_id, :call_id,
-        :invocation_id, :now + :deadline, :now, :now)
+        :invocation_id, :now + :deadline, :now, :now,
+        CASE WHEN :session_id IS NOT NULL AND :call_id IS NOT NULL THEN :now END, :cancel_hook)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING *;
 
@@ -40,6 +41,10 @@ UPDATE lc_jobs SET
              AND COALESCE(call_id, :call_id) IS NOT NULL
              AND (state <> 'started' OR notify_seq > notified_seq) THEN :now
         ELSE available_at END,
+    attached_at = CASE
+        WHEN attached_at IS NULL AND COALESCE(session_id, :session_id) IS NOT NULL
+             AND COALESCE(call_id, :call_id) IS NOT NULL THEN :now
+        ELSE attached_at END,
     updated_at = :now
 WHERE job_id = :job_id
 RETURNING *;
@@ -153,6 +158,11 @@ WHERE (:state IS NULL OR state = :state)
   AND (:session_id IS NULL OR session_id = :session_id)
   AND (:user_id IS NULL OR user_id = :user_id)
   AND (:delivery IS NULL OR delivery = :delivery)
+  -- The search box: a pattern with the user's % _ and \ escaped. SQLite's LIKE ignores the
+  -- case of ASCII letters.
+  AND (:pattern IS NULL OR job_id LIKE :pattern ESCAPE '\' OR tool_name LIKE :pattern ESCAPE '\'
+       OR session_id LIKE :pattern ESCAPE '\' OR user_id LIKE :pattern ESCAPE '\'
+       OR call_id LIKE :pattern ESCAPE '\' OR args LIKE :pattern ESCAPE '\')
   AND (:before_created IS NULL OR created_at < :before_created
        OR (created_at = :before_created AND job_id < :before_id))
 ORDER BY created_at DESC, job_id DESC

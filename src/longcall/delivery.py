@@ -1,0 +1,369 @@
+"""The deliverer: hands finished jobs back to the agent, once each, one run per session at a time.
+
+A pass claims ready jobs together with their sessions' leases (so it never runs while a user
+turn or another resume holds the session), groups each session's jobs by invocation (google-adk
+refuses responses to calls of two invocations in one message), delivers each group as one
+message of function responses with the original call ids and tool names, and marks the jobs
+delivered. Before delivering a final response it asks the agent whether the session already
+holds it: a holder that crashed after the agent stored the response but before marking it
+delivered must not cause a second delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from longcall.agents import AgentEvent, AgentRunner, CallObserver, FunctionResponse, Message
+from longcall.errors import UnknownCallError
+from longcall.jobs import Delivery, Job, final_response, parse_duration, progress_response
+from longcall.store.core import NOTIFY_CHANNEL
+from longcall.wakeups import listen_in_thread, wait_any
+
+if TYPE_CHECKING:
+    from longcall.app import App
+
+log = logging.getLogger("longcall.delivery")
+
+
+def group_by_invocation(jobs: list[Job]) -> list[list[Job]]:
+    """Split one session's jobs into messages: one per invocation, in order of readiness."""
+    groups: dict[str | None, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.invocation_id, []).append(job)
+    return list(groups.values())
+
+
+def response_of(job: Job) -> FunctionResponse:
+    """The function response a job answers its call with: final, or progress while running."""
+    assert job.call_id is not None
+    body = final_response(job) if job.terminal else progress_response(job)
+    return FunctionResponse(job.call_id, job.tool_name, body)
+
+
+class Deliverer:
+    """Claims ready jobs and delivers them through an :class:`AgentRunner`."""
+
+    def __init__(
+        self,
+        app: App,
+        runner: AgentRunner,
+        *,
+        batch: int = 64,
+        lease: str | float = "60s",
+        max_attempts: int = 8,
+        retry_base: str | float = "1s",
+        retry_cap: str | float = "5m",
+        poll_interval: str | float = "1s",
+        holder: str | None = None,
+        on_event: Callable[[Job, AgentEvent], None] | None = None,
+    ) -> None:
+        from longcall.app import new_holder_id
+
+        self.app = app
+        self.runner = runner
+        self.batch = batch
+        self.lease = parse_duration(lease)
+        self.max_attempts = max_attempts
+        self.retry_base = parse_duration(retry_base)
+        self.retry_cap = parse_duration(retry_cap)
+        self.poll_interval = parse_duration(poll_interval)
+        self.holder = holder or new_holder_id("deliverer")
+        self.on_event = on_event
+        self.stats: Counter[str] = Counter()
+        self._stopping = False
+        self._marks = _GroupCommit(self)
+
+    # -- one pass -----------------------------------------------------------------------
+
+    async def run_once(self) -> int:
+        """Claim what is ready and deliver it; return how many jobs were handled."""
+        store = self.app.store
+        claimed = await self.app.in_thread(
+            store.claim, self.holder, limit=self.batch, lease=self.lease
+        )
+        if not claimed:
+            return 0
+        by_session: dict[str, list[Job]] = {}
+        for job in claimed:
+            assert job.session_id is not None
+            by_session.setdefault(job.session_id, []).append(job)
+        await asyncio.gather(*(self._deliver_session(jobs) for jobs in by_session.values()))
+        return len(claimed)
+
+    async def _deliver_session(self, jobs: list[Job]) -> None:
+        session_id = jobs[0].session_id
+        assert session_id is not None
+        heartbeat = _Heartbeat(self, jobs)
+        released = False
+        try:
+            groups = group_by_invocation(jobs)
+            for index, group in enumerate(groups):
+                if self._stopping:
+                    for rest in groups[index:]:
+                        await self._give_back(rest)
+                    break
+                last = index == len(groups) - 1
+                released = await self._deliver_group(session_id, group, release_after=last)
+        finally:
+            await heartbeat.stop()
+            if not released:
+                await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
+
+    async def _deliver_group(
+        self, session_id: str, group: list[Job], *, release_after: bool
+    ) -> bool:
+        """Deliver one message; True when the session lease was released with the bookkeeping."""
+        store, runner = self.app.store, self.runner
+        user_id = group[0].user_id or ""
+        to_send = []
+        for job in group:
+            assert job.call_id is not None
+            if job.terminal and await runner.has_function_response(
+                user_id=user_id, session_id=session_id, call_id=job.call_id
+            ):
+                # Delivered before a crash; only the bookkeeping was lost.
+                await self._mark_delivered([job])
+                self._count("already_in_session", [job])
+                continue
+            to_send.append(job)
+        if not to_send:
+            return False
+        message = Message(function_responses=tuple(response_of(j) for j in to_send))
+        observer = CallObserver(
+            self.app, app_name=runner.app_name, user_id=user_id, session_id=session_id
+        )
+        try:
+            async for event in runner.run(user_id=user_id, session_id=session_id, message=message):
+                await observer.observe(event)
+                if self.on_event is not None:
+                    self.on_event(to_send[0], event)
+        except UnknownCallError as exc:
+            if len(to_send) > 1:
+                # The agent refused the whole message before storing any of it: send each
+                # response alone, so only the job whose call is unknown is orphaned.
+                released = False
+                for index, job in enumerate(to_send):
+                    last = release_after and index == len(to_send) - 1
+                    released = await self._deliver_group(session_id, [job], release_after=last)
+                return released
+            log.error(
+                "session %s has no call for jobs %s: %s",
+                session_id,
+                [j.job_id for j in to_send],
+                exc,
+            )
+            for job in to_send:
+                await self.app.in_thread(
+                    store.release,
+                    job,
+                    self.holder,
+                    error=str(exc),
+                    delay=0,
+                    delivery=Delivery.ORPHANED,
+                )
+            self._count("orphaned", to_send)
+            return False
+        except Exception as exc:
+            await self._retry_later(to_send, exc)
+            return False
+        await self._mark_delivered(to_send, release_session=session_id if release_after else None)
+        self._count("delivered", [j for j in to_send if j.terminal])
+        self._count("progress_delivered", [j for j in to_send if not j.terminal])
+        return release_after
+
+    def _count(self, outcome: str, jobs: list[Job]) -> None:
+        """Tally a delivery outcome, and tell the app's listeners (the server's metrics)."""
+        if not jobs:
+            return
+        self.stats[outcome] += len(jobs)
+        for listener in self.app.delivery_listeners:
+            for job in jobs:
+                listener(outcome, job)
+
+    async def _mark_delivered(self, jobs: list[Job], *, release_session: str | None = None) -> None:
+        marked = await self._marks.mark(jobs, release_session)
+        if marked < len(jobs):
+            log.warning(
+                "lost the claim on %d of jobs %s before marking them delivered",
+                len(jobs) - marked,
+                [j.job_id for j in jobs],
+            )
+            self.stats["claim_lost"] += len(jobs) - marked
+
+    async def _retry_later(self, jobs: list[Job], exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        for job in jobs:
+            if job.attempts >= self.max_attempts:
+                log.error(
+                    "giving up delivering job %s after %d attempts: %s",
+                    job.job_id,
+                    job.attempts,
+                    error,
+                )
+                delivery, delay = Delivery.FAILED, 0.0
+                self._count("delivery_failed", [job])
+            else:
+                delivery, delay = Delivery.READY, self.backoff(job.attempts)
+                log.warning(
+                    "delivery of job %s failed (attempt %d), retrying in %.1fs: %s",
+                    job.job_id,
+                    job.attempts,
+                    delay,
+                    error,
+                )
+                self._count("delivery_retried", [job])
+            await self.app.in_thread(
+                self.app.store.release,
+                job,
+                self.holder,
+                error=error,
+                delay=delay,
+                delivery=delivery,
+            )
+
+    async def _give_back(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            await self.app.in_thread(
+                self.app.store.release,
+                job,
+                self.holder,
+                error=None,
+                delay=0,
+                delivery=Delivery.READY,
+            )
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with jitter: about base, 2·base, 4·base … up to the cap."""
+        ceiling = min(self.retry_cap, self.retry_base * 2.0 ** max(attempt - 1, 0))
+        return ceiling * (0.5 + random.random() / 2)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until ``stop`` is set; wakes on commits in this process, on PostgreSQL's
+        notifications from others, and otherwise polls every ``poll_interval``."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def ready() -> None:
+            loop.call_soon_threadsafe(wake.set)
+
+        self.app.store.ready_listeners.append(ready)
+        listener_stop = threading.Event()
+        listener = listen_in_thread(self.app.store, NOTIFY_CHANNEL, ready, listener_stop)
+        try:
+            while not stop.is_set():
+                wake.clear()
+                try:
+                    handled = await self.run_once()
+                except Exception:
+                    log.exception("deliverer pass failed; retrying")
+                    handled = 0
+                    await wait_any(stop, None, self.poll_interval)
+                if handled or stop.is_set():
+                    continue
+                await wait_any(stop, wake, self.poll_interval)
+        finally:
+            self.app.store.ready_listeners.remove(ready)
+            listener_stop.set()
+            if listener is not None:
+                await asyncio.to_thread(listener.join, 5)
+
+    def stop_soon(self) -> None:
+        """Finish the group in hand, give the rest back, and let :meth:`run` return."""
+        self._stopping = True
+
+
+class _GroupCommit:
+    """Marks deliveries that finish at about the same time in one commit.
+
+    Sessions are delivered concurrently; each waits for its own bookkeeping to commit before
+    it goes on, but whatever is queued while a commit runs shares the next one.
+    """
+
+    def __init__(self, deliverer: Deliverer) -> None:
+        self._deliverer = deliverer
+        self._queue: list[tuple[list[Job], str | None, asyncio.Future[int]]] = []
+        self._flushing = False
+
+    async def mark(self, jobs: list[Job], release_session: str | None) -> int:
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queue.append((jobs, release_session, future))
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        deliverer = self._deliverer
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    counts = await deliverer.app.in_thread(
+                        deliverer.app.store.mark_delivered_batch,
+                        [(jobs, release) for jobs, release, _ in batch],
+                        deliverer.holder,
+                        throttle=deliverer.app.progress_throttle,
+                    )
+                except Exception as exc:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for (_, _, future), count in zip(batch, counts, strict=True):
+                    if not future.done():
+                        future.set_result(count)
+        finally:
+            self._flushing = False
+
+
+class _Heartbeat:
+    """Renews a session's claims every third of the lease while its delivery runs.
+
+    A timer rather than a task: most deliveries end long before the first beat.
+    """
+
+    def __init__(self, deliverer: Deliverer, jobs: list[Job]) -> None:
+        self._deliverer = deliverer
+        self._jobs = jobs
+        self._loop = asyncio.get_running_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._handle = self._loop.call_later(deliverer.lease / 3, self._beat)
+
+    def _beat(self) -> None:
+        self._task = self._loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        deliverer = self._deliverer
+        try:
+            kept = await deliverer.app.in_thread(
+                deliverer.app.store.renew, deliverer.holder, self._jobs, lease=deliverer.lease
+            )
+        except Exception:
+            log.exception("could not renew leases; another deliverer may take over")
+        else:
+            if not kept:
+                log.error(
+                    "lost the lease on session %s: this delivery outlived it and another "
+                    "holder may run the session now",
+                    self._jobs[0].session_id,
+                )
+        if not self._stopped:
+            self._handle = self._loop.call_later(deliverer.lease / 3, self._beat)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._handle.cancel()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
