@@ -41,6 +41,7 @@ from longcall.server.dashboard_page import (
     table_row,
 )
 from longcall.server.workers import runnable
+from longcall.shapes import run_json
 from longcall.store.runs import Run, RunStatus
 
 CANCEL = Confirm(
@@ -121,7 +122,7 @@ async def runs_page(request: Request, app: App, who: Principal) -> Response:
         before=before,
         limit=PAGE_SIZE,
     )
-    runs = [run_api.run_json(r) for r in found]
+    runs = [run_json(r) for r in found]
     able = runnable(await app.in_thread(app.store.live_workers))
     filters = filter_links("/runs", "status", run_api.STATUSES, status)
     more = ""

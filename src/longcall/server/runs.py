@@ -54,8 +54,8 @@ from longcall.server.jobs import (
     body_of,
     whole_number,
 )
-from longcall.shapes import iso
-from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.shapes import interrupt_json, run_event_json, run_json, step_json
+from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.workflows.engine import KEY
 
 MAX_KEY = 255  # characters in an Idempotency-Key
@@ -65,64 +65,12 @@ STATUSES = [s.value for s in RunStatus]
 # -- JSON shapes ------------------------------------------------------------------------------
 
 
-def run_json(run: Run) -> dict[str, Any]:
-    """A run as the API lists it (camelCase, ISO 8601 times)."""
-    return {
-        "runId": run.run_id,
-        "workflowId": run.workflow_id,
-        "status": run.status.value,
-        "input": run.input,
-        "result": run.result,
-        "error": run.error,
-        "errors": run.errors,
-        "retryCount": run.attempts,
-        "retriesRemaining": max(0, run.max_retries - run.attempts),
-        "maxRetries": run.max_retries,
-        "timeoutSecs": run.timeout_secs,
-        "cancelRequested": run.cancel_requested,
-        "userId": run.user_id,
-        "createdAt": iso(run.created_at),
-        "updatedAt": iso(run.updated_at),
-        "finishedAt": iso(run.finished_at),
-    }
-
-
 def pending(run: Run, interrupts: Mapping[str, Interrupt]) -> list[Interrupt]:
     """The questions a waiting run waits on, in the order it asked them."""
     if run.status is not RunStatus.WAITING_INPUT:
         return []
     asked = [i for i in interrupts.values() if i.asked_at is not None and not i.answered]
     return sorted(asked, key=lambda i: int(i.key.rsplit("-", 1)[1]) if KEY.match(i.key) else 0)
-
-
-def interrupt_json(interrupt: Interrupt) -> dict[str, Any]:
-    return {
-        "key": interrupt.key,
-        "prompt": interrupt.prompt,
-        "schema": interrupt.schema,
-        "error": interrupt.error,
-    }
-
-
-def step_json(step: Step) -> dict[str, Any]:
-    return {
-        "position": step.position,
-        "name": step.name,
-        "ok": step.ok,
-        "result": step.result,
-        "attempts": step.attempts,
-        "startedAt": iso(step.started_at),
-        "finishedAt": iso(step.finished_at),
-    }
-
-
-def event_json(event: RunEvent) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "data": event.data,
-        "createdAt": iso(event.created_at),
-    }
 
 
 def details_json(app: App, run: Run) -> dict[str, Any]:
@@ -380,7 +328,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
         return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
     if not wants_stream(request):
         found = await app.in_thread(app.store.run_events, run.run_id, after=int(start))
-        return JSONResponse({"events": [event_json(e) for e in found]})
+        return JSONResponse({"events": [run_event_json(e) for e in found]})
 
     def look(after: int) -> tuple[list[RunEvent], Run, int]:
         found = app.store.run_events(run.run_id, after=after)
@@ -398,7 +346,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
                 )
             for event in found:
                 after = event.seq
-                yield message("event", event_json(event), str(event.seq))
+                yield message("event", run_event_json(event), str(event.seq))
             sent = bool(found)
             if (current.updated_at, steps) != seen:
                 seen, sent = (current.updated_at, steps), True
