@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from longcall.clock import FakeClock
+from longcall.store import Store, open_store
 from pg_cluster import ClusterUnavailable, ThrowawayCluster
 
 PG_ADMIN_URL = os.environ.get("LONGCALL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -101,6 +103,24 @@ def db_url(request: pytest.FixtureRequest) -> str:
         store.close()
         return url
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A clock that moves only when the test moves it."""
+    return FakeClock()
+
+
+@pytest.fixture
+def store(db_url: str, clock: FakeClock) -> Iterator[Store]:
+    """The store on a fresh database with longcall's schema, on the fake clock."""
+    opened = open_store(db_url, clock)
+    # db_url's SQLite file starts empty (PostgreSQL's comes from a migrated template).
+    opened.migrate()
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 @pytest.fixture

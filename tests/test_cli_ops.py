@@ -337,6 +337,24 @@ def read_until(proc: subprocess.Popen[str], wanted: Any, lines: list[dict[str, A
     raise AssertionError(f"the watch ended first; it printed {lines}")
 
 
+def watch_while_completing(
+    url: str, *args: str, first: Any
+) -> tuple[list[dict[str, Any]], str, int]:
+    """Watch with ARGS until a line satisfies ``first``, complete export:csv, and read to the
+    end: every JSON line, stderr and the exit code."""
+    proc = watch(*args, url=url)
+    try:
+        lines: list[dict[str, Any]] = []
+        read_until(proc, first, lines)
+        with longcall.App(url) as app:
+            app.complete("export:csv", {"rows": 2})
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return lines + [json.loads(raw) for raw in out.splitlines()], err, proc.returncode
+
+
 def test_jobs_watch_follows_one_job_until_it_is_delivered(db_url: str) -> None:
     """watch JOB prints each log entry and state change as the job finishes, then exits 0."""
     with longcall.App(db_url) as app:
@@ -368,18 +386,15 @@ def test_jobs_watch_all_prints_each_job_whose_row_changed(tmp_path: Path) -> Non
     """Without JOB_ID, watch prints a job again when its row changes, even leaving --state."""
     url = f"sqlite:///{tmp_path / 'watch.db'}"
     start_export(url)
-    proc = watch("--state", "started", "--timeout", "4s", url=url)
-    try:
-        lines: list[dict[str, Any]] = []
-        read_until(proc, lambda line: line["jobId"] == "export:csv", lines)
-        with longcall.App(url) as app:
-            app.complete("export:csv", {"rows": 2})
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err
-    lines += [json.loads(raw) for raw in out.splitlines()]
+    lines, err, code = watch_while_completing(
+        url,
+        "--state",
+        "started",
+        "--timeout",
+        "4s",
+        first=lambda line: line["jobId"] == "export:csv",
+    )
+    assert code == 0, err
     assert [(line["jobId"], line["state"]) for line in lines] == [
         ("export:csv", "started"),
         ("export:csv", "succeeded"),
@@ -417,22 +432,14 @@ def test_jobs_watch_of_a_job_with_no_session_says_why_and_ends_when_it_finishes(
     soon as the job finishes (at once when it had finished already)."""
     url = f"sqlite:///{tmp_path / 'watch.db'}"
     start_export(url)
-    proc = watch("export:csv", "--timeout", "60s", url=url)
-    try:
-        lines: list[dict[str, Any]] = []
-        read_until(proc, lambda line: line["type"] == "job", lines)
-        with longcall.App(url) as app:
-            app.complete("export:csv", {"rows": 2})
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err
+    lines, err, code = watch_while_completing(
+        url, "export:csv", "--timeout", "60s", first=lambda line: line["type"] == "job"
+    )
+    assert code == 1, err
     assert err.splitlines() == [
         "export:csv has no session, so no agent will be given its result unless it is "
         "attached; the watch ends when the job finishes (exit 1 if still unattached)"
     ]
-    lines += [json.loads(raw) for raw in out.splitlines()]
     states = [(line["state"], line["delivery"]) for line in lines if line["type"] == "job"]
     assert states == [("started", "none"), ("succeeded", "none")]
 

@@ -7,31 +7,15 @@ Each test runs on SQLite and on PostgreSQL (``db_url``), with an authoritative f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import longcall
 from longcall import CallIds, FakeClock, Job
-from longcall.store import NewJob, Store, open_store
+from longcall.store import NewJob, Store
 from longcall.store.core import contains_pattern
 from longcall.store.workers import KEEP_DEAD
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(db_url: str, clock: FakeClock) -> Iterator[Store]:
-    opened = open_store(db_url, clock)
-    opened.migrate()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def create(store: Store, job_id: str, args: dict[str, Any] | None = None, **ids: str) -> Job:

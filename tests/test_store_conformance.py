@@ -7,7 +7,6 @@ deadlines and throttles with the fake time and the tests never sleep.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,27 +22,10 @@ from longcall import (
     LongcallError,
     StoreError,
 )
-from longcall.store import NewJob, Store, open_store
+from longcall.store import NewJob, Store
 
 LEASE = 30.0
 THROTTLE = 10.0
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def store(db_url: str, clock: FakeClock) -> Iterator[Store]:
-    """The store on a fresh database with longcall's schema."""
-    opened = open_store(db_url, clock)
-    # db_url's SQLite file starts empty (PostgreSQL's comes from a migrated template).
-    opened.migrate()
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def create(

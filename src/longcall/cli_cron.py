@@ -27,6 +27,7 @@ from longcall.cli_support import (
     database_option,
     emit,
     json_arg,
+    old_name,
     open_app,
     output_option,
 )
@@ -364,16 +365,7 @@ def cron_unpause(database: str, output: str | None, ref: str) -> None:
     _set_paused(database, output, ref, False)
 
 
-cron.add_command(
-    click.Command(
-        "resume",
-        callback=cron_unpause.callback,
-        params=cron_unpause.params,
-        help="The old name of `longcall cron unpause`.",
-        hidden=True,
-        deprecated="use `longcall cron unpause`",
-    )
-)
+old_name(cron, "resume", cron_unpause)
 
 
 @cron.command("trigger")

@@ -20,7 +20,7 @@ from longcall.cli_support import (
     output_option,
     readable,
 )
-from longcall.shapes import job_event_json, job_json
+from longcall.shapes import event_json, job_json
 
 if TYPE_CHECKING:
     from longcall.jobs import Job
@@ -88,7 +88,7 @@ def jobs_show(database: str, output: str | None, job_id: str) -> None:
     with open_app(database) as app:
         job = app.get_job(job_id)
         events = app.job_events(job_id)
-    data = {**job_json(job), "events": [job_event_json(e) for e in events]}
+    data = {**job_json(job), "events": [event_json(e) for e in events]}
 
     def table() -> None:
         from rich.console import Console
@@ -303,7 +303,7 @@ def jobs_watch(
         job, event = seen.job, seen.event
         if as_json:
             if event is not None:
-                line = {"type": "event", **job_event_json(event)}
+                line = {"type": "event", **event_json(event)}
             else:
                 line = {"type": "job", **job_json(job)}
             click.echo(json.dumps(line, default=str))

@@ -27,6 +27,7 @@ from longcall.cli_support import (
     emit,
     json_arg,
     local_time,
+    old_name,
     open_app,
     output_option,
 )
@@ -37,7 +38,7 @@ from longcall.errors import (
     StoreError,
     WorkflowNotFound,
 )
-from longcall.shapes import interrupt_json, run_event_json, run_json, step_json
+from longcall.shapes import event_json, interrupt_json, run_json, step_json
 from longcall.store.runs import RunStatus
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
         **run_json(run),
         "pendingInterrupts": [interrupt_json(i) for i in details.pending],
         "steps": [step_json(s) for s in details.steps],
-        "events": [run_event_json(e) for e in details.events],
+        "events": [event_json(e) for e in details.events],
     }
 
     def table() -> None:
@@ -280,7 +281,7 @@ def runs_watch(
                 for event in app.store.run_events(run_id, after=after):
                     after = event.seq
                     if as_json:
-                        line = {"type": "event", **run_event_json(event)}
+                        line = {"type": "event", **event_json(event)}
                         click.echo(json.dumps(line, default=str))
                     else:
                         data = "" if event.data is None else f" {json.dumps(event.data)}"
@@ -397,16 +398,7 @@ def runs_answer(database: str, output: str | None, run_id: str, values: dict[str
     )
 
 
-runs.add_command(
-    click.Command(
-        "resume",
-        callback=runs_answer.callback,
-        params=runs_answer.params,
-        help="The old name of `longcall runs answer`.",
-        hidden=True,
-        deprecated="use `longcall runs answer`",
-    )
-)
+old_name(runs, "resume", runs_answer)
 
 
 def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict[str, str]]:

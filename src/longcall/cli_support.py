@@ -178,6 +178,20 @@ def _exit_for(exc: Exception) -> tuple[int | None, str]:
     return None, f"{type(exc).__name__}: {message}"
 
 
+def old_name(group: click.Group, old: str, command: click.Command) -> None:
+    """Keep ``old`` in ``group`` as a hidden, deprecated name of ``command`` for one release."""
+    group.add_command(
+        click.Command(
+            old,
+            callback=command.callback,
+            params=command.params,
+            help=f"The old name of `longcall {group.name} {command.name}`.",
+            hidden=True,
+            deprecated=f"use `longcall {group.name} {command.name}`",
+        )
+    )
+
+
 def load_object(spec: str, what: str) -> Any:
     """The object ``package.module:name`` names, imported from the current directory first
     (as uvicorn and ``adk`` do), so ``--app myproject.agent:app`` works from the project's

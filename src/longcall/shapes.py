@@ -58,8 +58,8 @@ def job_json(job: Job) -> dict[str, Any]:
     }
 
 
-def job_event_json(event: JobEvent) -> dict[str, Any]:
-    """An entry of a job's event log."""
+def event_json(event: JobEvent | RunEvent) -> dict[str, Any]:
+    """An entry of a job's or a run's event log."""
     return {
         "seq": event.seq,
         "kind": event.kind,
@@ -110,16 +110,6 @@ def step_json(step: Step) -> dict[str, Any]:
         "attempts": step.attempts,
         "startedAt": iso(step.started_at),
         "finishedAt": iso(step.finished_at),
-    }
-
-
-def run_event_json(event: RunEvent) -> dict[str, Any]:
-    """An entry of a run's event log."""
-    return {
-        "seq": event.seq,
-        "kind": event.kind,
-        "data": event.data,
-        "createdAt": iso(event.created_at),
     }
 
 

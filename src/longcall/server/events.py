@@ -29,7 +29,7 @@ from longcall.jobs import Job
 from longcall.server.auth import Principal
 from longcall.server.errors import error
 from longcall.server.jobs import authorized, job_events, visible_job, whole_number
-from longcall.shapes import job_event_json, job_json
+from longcall.shapes import event_json, job_json
 
 LOOKBACK = 5.0  # seconds a change may commit after the time it was stamped with
 PAGE = 200
@@ -84,7 +84,7 @@ async def job_stream(request: Request, app: App, who: Principal) -> Response:
             for event in await app.job_events_async(job.job_id, after=after):
                 after = event.seq
                 sent = True
-                yield message("event", job_event_json(event), str(event.seq))
+                yield message("event", event_json(event), str(event.seq))
             current = await app.get_job_async(job.job_id)
             if current.updated_at != seen:
                 seen, sent = current.updated_at, True

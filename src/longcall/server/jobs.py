@@ -24,7 +24,7 @@ from longcall.jobs import CallIds, FinishOutcome, Job, JobState, parse_duration
 from longcall.server.auth import Principal, authenticate
 from longcall.server.errors import error
 from longcall.server.hooks import read_body
-from longcall.shapes import job_event_json, job_json
+from longcall.shapes import event_json, job_json
 from longcall.store.base import NewJob
 from longcall.webhooks import parse_json
 
@@ -258,7 +258,7 @@ async def get_job(request: Request, app: App, who: Principal) -> Response:
 async def job_events(request: Request, app: App, who: Principal) -> Response:
     job = await visible_job(app, who, request.path_params["job_id"])
     events = await app.job_events_async(job.job_id)
-    return JSONResponse({"events": [job_event_json(e) for e in events]})
+    return JSONResponse({"events": [event_json(e) for e in events]})
 
 
 def _finished(outcome: FinishOutcome) -> Response:

@@ -54,7 +54,7 @@ from longcall.server.jobs import (
     body_of,
     whole_number,
 )
-from longcall.shapes import interrupt_json, run_event_json, run_json, step_json
+from longcall.shapes import event_json, interrupt_json, run_json, step_json
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.workflows.engine import KEY
 
@@ -328,7 +328,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
         return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
     if not wants_stream(request):
         found = await app.in_thread(app.store.run_events, run.run_id, after=int(start))
-        return JSONResponse({"events": [run_event_json(e) for e in found]})
+        return JSONResponse({"events": [event_json(e) for e in found]})
 
     def look(after: int) -> tuple[list[RunEvent], Run, int]:
         found = app.store.run_events(run.run_id, after=after)
@@ -346,7 +346,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
                 )
             for event in found:
                 after = event.seq
-                yield message("event", run_event_json(event), str(event.seq))
+                yield message("event", event_json(event), str(event.seq))
             sent = bool(found)
             if (current.updated_at, steps) != seen:
                 seen, sent = (current.updated_at, steps), True
