@@ -302,6 +302,14 @@ main.add_command(cron)
     help="Your AgentRunner, as package.module:name: runs the worker loops here.",
 )
 @click.option("--no-worker", is_flag=True, help="Serve the API only, even with an --agent.")
+@click.option(
+    "--writes-per-token",
+    envvar="LONGCALL_WRITES_PER_TOKEN",
+    type=click.IntRange(1, 10_000),
+    default=4,
+    show_default=True,
+    help="Writes one token may have in progress at once; more are answered 429.",
+)
 def serve(
     database: str,
     host: str,
@@ -310,6 +318,7 @@ def serve(
     app_spec: str | None,
     agent_spec: str | None,
     no_worker: bool,
+    writes_per_token: int,
 ) -> None:
     """Run the HTTP service, and with --app/--agent the worker loops too, until SIGTERM."""
     try:
@@ -320,7 +329,7 @@ def serve(
 
     if agent_spec and not app_spec:
         raise click.UsageError("--agent needs --app (the App whose tools the agent calls)")
-    settings = Settings(tolerance=tolerance)
+    settings = Settings(tolerance=tolerance, writes_per_token=writes_per_token)
     if app_spec:
         from longcall.app import App
 
