@@ -74,7 +74,7 @@ class IdRule:
         if len(value) < self.min_length:
             return f"{self.label} is empty" if self.min_length == 1 else self._range()
         if len(value) > self.max_length:
-            return f"{self.label} is {len(value)} characters; {self._range()}"
+            return f"{self.label} is at most {self.max_length} characters, not {len(value)}"
         if not self.free_text and _CONTROL.search(value):
             return f"{self.label} has a control character"
         if self.pattern is not None and not re.fullmatch(self.pattern, value):

@@ -18,6 +18,7 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schemathesis.core.failures import AcceptedNegativeData
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
@@ -25,6 +26,33 @@ from server.test_openapi import service
 
 CASES_PER_OPERATION = 4  # valid and invalid requests mixed
 STREAMS = ["/v1/events", "/v1/runs/{runId}/events"]  # never end by themselves
+
+
+# What negative cases may do and still be accepted: add query parameters the spec does not
+# name (the API ignores them, as HTTP APIs commonly do: refusing them would break clients
+# that add a cache buster), or leave out the Authorization header (the token is sent on
+# every case; refusals without one are tested in test_jobs_api.py).
+ALLOWED_VIOLATIONS = frozenset(
+    {
+        "query: violates `additionalProperties`",
+        "header: violates `required` (was Authorization)",
+    }
+)
+
+
+def counts(exc: BaseException) -> bool:
+    """Whether a failure is a real disagreement between the spec and the server."""
+    for failure in getattr(exc, "exceptions", [exc]):
+        if isinstance(failure, AcceptedNegativeData):
+            violations = {
+                line.strip().lstrip("- ")
+                for line in failure.message.splitlines()
+                if "violates" in line
+            }
+            if violations and violations <= ALLOWED_VIOLATIONS:
+                continue
+        return True
+    return False
 
 
 def run_cases(
@@ -56,8 +84,11 @@ def run_cases(
                 excluded_checks=[ignored_auth, positive_data_acceptance],
             )
             statuses[response.status_code] += 1
-        except Exception as exc:
-            failures.append(f"{operation.label}: {str(exc)[:600]}")
+        except (Exception, BaseExceptionGroup) as exc:  # schemathesis's FailureGroup is Base…
+            if counts(exc):
+                failures.append(f"{operation.label}: {str(exc)[:1500]}")
+            else:
+                statuses[0] += 1  # a case sent, its only "mismatch" one we allow
 
     check()
 
@@ -83,3 +114,4 @@ def test_a_live_server_keeps_to_its_spec(db_url: str, live: Any) -> None:
     )
     assert not failures, "\n\n".join(failures)
     assert cases >= 50 and not any(status >= 500 for status in statuses)
+    # statuses[0] counts the negative cases accepted only for an allowed reason.

@@ -71,8 +71,13 @@ def problem_answer(rule: IdRule, value: str, field: str, *, code: str) -> Respon
     return error(422, code, problem, field)
 
 
-def request_problem(scope: Scope) -> Response | None:
-    """The answer refusing the ids of this routed request, or None when they are all fine."""
+PAGE_CHECKS_ITSELF = frozenset({"q"})
+"""Query parameters a dashboard page checks itself, to say what is wrong on the page."""
+
+
+def request_problem(scope: Scope, *, page: bool = False) -> Response | None:
+    """The answer refusing the ids of this routed request, or None when they are all fine;
+    for a dashboard ``page``, not the parameters it checks itself."""
     for name, value in scope.get("path_params", {}).items():
         kind = PATH_RULES.get(name)
         if kind is not None and isinstance(value, str):
@@ -81,6 +86,8 @@ def request_problem(scope: Scope) -> Response | None:
             if answer is not None:
                 return answer
     for name, value in QueryParams(scope.get("query_string", b"")).multi_items():
+        if page and name in PAGE_CHECKS_ITSELF:
+            continue
         kind = QUERY_RULES.get(name)
         rule = ANY_QUERY if kind is None else RULES[kind]
         answer = problem_answer(rule, value, name, code="invalid_query")
@@ -98,11 +105,12 @@ def request_problem(scope: Scope) -> Response | None:
 class Checked:
     """A route's endpoint behind the id checks of :func:`request_problem`."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, page: bool = False) -> None:
         self.app = app
+        self.page = page
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        answer = request_problem(scope) if scope["type"] == "http" else None
+        answer = request_problem(scope, page=self.page) if scope["type"] == "http" else None
         if answer is not None:
             await answer(scope, receive, send)
             return
@@ -113,7 +121,8 @@ def guard(routes: list[BaseRoute]) -> None:
     """Put every route of ``routes`` behind the id checks (in place)."""
     for route in routes:
         if isinstance(route, Route) and not isinstance(route.app, Checked):
-            route.app = Checked(route.app)
+            page = not route.path.startswith("/v1/")
+            route.app = Checked(route.app, page=page)
 
 
 def webhook_headers(headers: Headers) -> dict[str, str] | Response:
