@@ -87,6 +87,34 @@ def test_readyz_reports_a_store_whose_writes_are_retrying(tmp_path: Path, live: 
     app.close()
 
 
+def test_readyz_reports_a_store_error_that_is_not_retried(tmp_path: Path, live: Any) -> None:
+    """A write failing for a reason of the store's own (a table gone): answered 503 at once,
+    and /readyz says why until a write succeeds again; a refused value is no such trouble."""
+    path = tmp_path / "broken.db"
+    app = longcall.App(f"sqlite:///{path}")
+    token = app.store.create_token(user_id="alice")[1]
+    auth = {"authorization": f"Bearer {token}"}
+    with live(app) as client:
+        refused = client.post("/v1/jobs", json={"toolName": "t\u0000"}, headers=auth)
+        assert refused.status_code == 400
+        assert client.get("/readyz").status_code == 200  # the caller's mistake, not the store's
+        conn = sqlite3.connect(path)
+        conn.execute("ALTER TABLE lc_early_results RENAME TO lc_early_results_away")
+        conn.commit()
+        started = time.monotonic()
+        broken = client.post("/v1/jobs", json={"toolName": "t"}, headers=auth)
+        assert broken.status_code == 503 and time.monotonic() - started < 1.0
+        ready = client.get("/readyz")
+        assert ready.status_code == 503
+        assert any("lc_early_results" in r for r in ready.json()["reasons"]), ready.text
+        conn.execute("ALTER TABLE lc_early_results_away RENAME TO lc_early_results")
+        conn.commit()
+        conn.close()
+        assert client.post("/v1/jobs", json={"toolName": "t"}, headers=auth).status_code == 201
+        assert client.get("/readyz").status_code == 200
+    app.close()
+
+
 def test_a_shutdown_ends_requests_waiting_in_retries(tmp_path: Path, live: Any) -> None:
     """A write retrying behind a lock ends with 503 as soon as the server starts stopping."""
     path = tmp_path / "stop.db"

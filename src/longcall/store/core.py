@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from longcall.clock import Clock
-from longcall.errors import StoreUnavailable
+from longcall.errors import InvalidValue, StoreUnavailable
 from longcall.store import queries as sql
 
 T = TypeVar("T")
@@ -68,6 +68,13 @@ class RetryGate:
         self.retried += 1
         since = time.monotonic() if self._trouble is None else self._trouble[0]
         self._trouble = (since, reason)
+
+    def broke(self, error: Exception) -> None:
+        """Record an error that is not retried but says the store itself is in trouble (a
+        full disk, a missing table); a value the store refused (InvalidValue) is not."""
+        if not isinstance(error, InvalidValue):
+            since = time.monotonic() if self._trouble is None else self._trouble[0]
+            self._trouble = (since, str(error))
 
     def succeeded(self) -> None:
         self._trouble = None

@@ -282,7 +282,9 @@ class PostgresStore(Store):
                 result = attempt()
             except (psycopg.Error, PoolTimeout) as exc:
                 if not transient(exc):
-                    raise refused(exc) from exc
+                    error = refused(exc)
+                    self.retries.broke(error)
+                    raise error from exc
                 self.retries.failed(f"PostgreSQL unavailable: {exc}")
                 if time.monotonic() > give_up_at:
                     raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc

@@ -257,14 +257,18 @@ class SqliteStore(Store):
                     break
                 except sqlite3.OperationalError as exc:
                     if not _is_busy(exc):
-                        raise _refused(exc) from exc
+                        error = _refused(exc)
+                        self.retries.broke(error)
+                        raise error from exc
                     self.retries.failed(f"SQLite stayed locked: {exc}")
                     if time.monotonic() > give_up_at:
                         raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
                     self.retries.pause(delay * (1 + random.random()))
                     delay = min(delay * 2, 0.2)
                 except sqlite3.DatabaseError as exc:
-                    raise _refused(exc) from exc
+                    error = _refused(exc)
+                    self.retries.broke(error)
+                    raise error from exc
         except BaseException as exc:
             for item in batch:
                 item.result, item.error = None, exc
