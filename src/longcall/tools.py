@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hin
 import pydantic
 
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs import CallIds, Job, parse_duration
+from longcall.jobs import CallIds, Job, job_id_for, parse_duration
 from longcall.store.base import NewJob
 
 if TYPE_CHECKING:
@@ -153,9 +153,17 @@ class LongRunningTool:
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     def job_id(self, args: Mapping[str, Any], ids: CallIds) -> str:
-        """The key filled from the arguments (and call ids), or a fresh random id."""
-        if self.key is None:
+        """The key filled from the arguments (and call ids) in the caller's namespace
+        (:func:`~longcall.jobs.job_id_for`), or a fresh random id."""
+        key = self.filled_key(args, ids)
+        if key is None:
             return f"job-{uuid.uuid4().hex}"
+        return job_id_for(key, ids.user_id)
+
+    def filled_key(self, args: Mapping[str, Any], ids: CallIds) -> str | None:
+        """The key filled from the arguments and call ids; None for a tool without a key."""
+        if self.key is None:
+            return None
         values = {**ids.as_dict(), **args}
         return self.key.format(**values)
 
@@ -193,6 +201,8 @@ class LongRunningTool:
             ids,
             self.deadline,
             cancel_hook=self.on_cancel is not None,
+            # Jobs made before ids were namespaced carry the bare key: the same user's is found.
+            legacy_id=self.filled_key(values, ids),
         )
 
     def _abandoned(self, job: Job, exc: Exception) -> dict[str, Any]:

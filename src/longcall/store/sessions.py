@@ -104,10 +104,24 @@ class SessionOps(StoreCore):
 
         return self._transact(work)
 
-    def session_events(self, session_id: str, *, after: int = 0) -> list[SessionEvent]:
-        rows = self._transact(
-            lambda tx: tx.all("session_events", session_id=session_id, after=after), write=False
-        )
+    def session_owner(self, session_id: str) -> str | None:
+        """The user whose scripted-agent session this is (None: no such session)."""
+        row = self._transact(lambda tx: tx.one("get_session", session_id=session_id), write=False)
+        return None if row is None else str(row["user_id"])
+
+    def session_events(
+        self, session_id: str, *, after: int = 0, user_id: str | None = None
+    ) -> list[SessionEvent]:
+        """The session's events after ``after``; with ``user_id``, none unless it is theirs."""
+
+        def work(tx: Tx) -> list[Any]:
+            if user_id is not None:
+                owner = tx.one("get_session", session_id=session_id)
+                if owner is None or owner["user_id"] != user_id:
+                    return []
+            return tx.all("session_events", session_id=session_id, after=after)
+
+        rows = self._transact(work, write=False)
         return [
             SessionEvent(
                 r["session_id"],
