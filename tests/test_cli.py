@@ -18,6 +18,7 @@ import longcall
 import sample_agent
 from longcall.cli import main
 from longcall.clock import SystemClock
+from longcall.demo import EMEA
 from longcall.store.queries import latest_version, migrations
 from longcall.store.sqlite import SqliteStore
 
@@ -37,7 +38,7 @@ def test_in_process_demo_runs_the_worked_example_and_exits_zero() -> None:
     positions = [out.index(stamp) for stamp in order]
     assert positions == sorted(positions)
     assert "calls start_sales_report(quarter='2026-Q3', region='EMEA')" in out
-    assert "'status': 'pending', 'jobId': 'report:2026-Q3:EMEA'" in out
+    assert f"'status': 'pending', 'jobId': '{EMEA}'" in out
     assert "You have 12 vacation days left" in out
     assert "rowCount 48213" in out
     assert "No result within 45 minutes" in out

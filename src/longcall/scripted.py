@@ -137,9 +137,7 @@ class ScriptedAgent:
                 raise UnknownCallError(
                     f"session {session_id!r} of user {user_id!r} holds no function call"
                 )
-            raise AgentError(
-                f"the scripted agent's session {session_id!r} belongs to another user"
-            )
+            raise AgentError(f"the scripted agent's session {session_id!r} belongs to another user")
         if message.text is not None:
             async for event in self._answer_text(user_id, session_id, message.text):
                 yield event

@@ -210,6 +210,12 @@ class LongRunningTool:
         # No jobId: the job was removed again, and an observer must not try to attach it.
         return {"status": "error", "message": f"the job could not be started: {exc}"}
 
+    def _refused(self, job: Job) -> dict[str, Any]:
+        # Only an admin or library code can write into a user's namespace; even then the
+        # caller is never handed a stranger's pending job (nor its id).
+        log.warning("tool %s: job %s belongs to another user", self.name, job.job_id)
+        return {"status": "error", "message": "the job id is taken by another user's job"}
+
     def invoke(
         self,
         args: Mapping[str, Any],
@@ -242,6 +248,8 @@ class LongRunningTool:
             dispatch_lease=self.app.dispatch_lease,
         )
         if not created:
+            if _strangers(job, ids):
+                return self._refused(job)
             return pending_map(self.app.attach_quietly(job, ids))
         try:
             returned = self.call_body(JobHandle.of(job), values, context)
@@ -280,6 +288,8 @@ class LongRunningTool:
             dispatch_lease=app.dispatch_lease,
         )
         if not created:
+            if _strangers(job, ids):
+                return self._refused(job)
             return pending_map(await app.in_thread(app.attach_quietly, job, ids))
         try:
             returned = await self.call_body_async(JobHandle.of(job), values, context)
@@ -297,6 +307,11 @@ class LongRunningTool:
 
     def __repr__(self) -> str:
         return f"<LongRunningTool {self.name}>"
+
+
+def _strangers(job: Job, ids: CallIds) -> bool:
+    """Whether ``job`` belongs to another user than the call's (a call with a user only)."""
+    return ids.user_id is not None and job.user_id != ids.user_id
 
 
 def pending_map(job: Job, message: str | None = None) -> dict[str, Any]:

@@ -40,9 +40,7 @@ class Users:
 
     def call(self, method: str, path: str, token: str, body: Any = None) -> httpx.Response:
         headers = {"authorization": f"Bearer {token}"}
-        return httpx.request(
-            method, self.served.url + path, headers=headers, json=body, timeout=10
-        )
+        return httpx.request(method, self.served.url + path, headers=headers, json=body, timeout=10)
 
     def transcript(self, token: str, session: str = ANA_SESSION, query: str = "") -> httpx.Response:
         return self.call("GET", f"/v1/sessions/{session}/transcript{query}", token)

@@ -57,9 +57,7 @@ async def transcript(request: Request, app: App, who: Principal) -> Response:
     )
 
 
-async def _session_user(
-    request: Request, app: App, who: Principal, session_id: str
-) -> str | None:
+async def _session_user(request: Request, app: App, who: Principal, session_id: str) -> str | None:
     """Whose session (user, ``session_id``) to read: the caller's own, or for an admin the
     ``?user=`` named (else the user of the session's newest job); None when there is none.
 
