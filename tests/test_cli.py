@@ -19,6 +19,7 @@ import sample_agent
 from longcall.cli import main
 from longcall.clock import SystemClock
 from longcall.demo import EMEA
+from longcall.jobs import job_id_for
 from longcall.store.queries import latest_version, migrations
 from longcall.store.sqlite import SqliteStore
 
@@ -155,9 +156,10 @@ def test_worker_command_delivers_and_stops_on_sigterm(tmp_path: Path) -> None:
             text=True,
         )
         try:
-            app.complete("export:csv", {"rows": 3})
+            export_csv = job_id_for("export:csv", "u")  # user u's job
+            app.complete(export_csv, {"rows": 3})
             deadline = time.monotonic() + 30
-            while app.get_job("export:csv").delivery is not longcall.Delivery.DELIVERED:
+            while app.get_job(export_csv).delivery is not longcall.Delivery.DELIVERED:
                 assert time.monotonic() < deadline, "the worker never delivered the job"
                 time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)
