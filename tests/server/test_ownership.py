@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import longcall
-from longcall import Message, job_id_for
+from longcall import CallIds, Message, job_id_for
+from longcall.store.base import NewJob
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
@@ -221,3 +222,16 @@ def test_post_jobs_tells_nothing_about_other_users_ids(users: Users) -> None:
     assert users.call("POST", "/v1/jobs", users.bob, again).status_code == 200
     taken = {"toolName": "export", "sessionId": ANA_SESSION, "callId": users.ana_call}
     assert users.call("POST", "/v1/jobs", users.bob, taken).status_code == 409
+
+
+def test_post_jobs_finds_the_callers_own_job_under_its_bare_id(users: Users) -> None:
+    """A job Bob made before ids were namespaced (the bare id) is his POST's job again (200);
+    Ana's POST of the same id gets a job of her own."""
+    app = users.served.app
+    old = NewJob("legacy:1", "export", {}, CallIds(user_id="bob"), None, cancel_hook=False)
+    app.store.create_job(old, holder="old", dispatch_lease=0, dispatch=False)
+    body = {"toolName": "export", "jobId": "legacy:1"}
+    bobs = users.call("POST", "/v1/jobs", users.bob, body)
+    assert bobs.status_code == 200 and bobs.json()["jobId"] == "legacy:1"
+    anas = users.call("POST", "/v1/jobs", users.ana, body)
+    assert anas.status_code == 201 and anas.json()["jobId"] == job_id_for("legacy:1", "ana")
