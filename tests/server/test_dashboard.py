@@ -20,10 +20,16 @@ import longcall
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
 
+from longcall import job_id_for
 from longcall.server.auth import COOKIE
 from server.conftest import Served, logged_in
 
 MARKUP_ID = "<script>alert('id')</script>"
+
+
+# alice's jobs made with these keys over POST /v1/jobs, in her namespace.
+CSV = job_id_for("export:csv", "alice")
+JSON_ID = job_id_for("export:json", "alice")
 
 
 def create(served: Served, job_id: str, **fields: Any) -> dict[str, Any]:
@@ -138,7 +144,7 @@ def test_the_curl_command_beside_a_button_does_what_the_button_does(served: Serv
 def test_every_action_shows_its_api_call(served: Served) -> None:
     """Each button's command posts its default body to that action's URL."""
     create(served, "export:csv")
-    page = served.page("/jobs/export:csv").text
+    page = served.page(f"/jobs/{CSV}").text
     expected = {
         "progress": {"progress": {"percent": 50}, "notifyModel": False},
         "complete": {"result": {}},
@@ -148,7 +154,7 @@ def test_every_action_shows_its_api_call(served: Served) -> None:
     }
     for verb, body in expected.items():
         command = shown_curl(page, verb)
-        url = f"{served.url}/v1/jobs/export:csv/{verb}"
+        url = f"{served.url}/v1/jobs/{CSV}/{verb}"
         assert command.startswith(f"curl -X POST '{url}' \\\n"), command
         assert '-H "Authorization: Bearer $LONGCALL_TOKEN"' in command
         data = re.search(r"-d '(.*)'$", command)
@@ -215,7 +221,7 @@ def test_a_new_job_appears_and_completing_it_resumes_the_agent(page: Any, served
     from playwright.sync_api import expect
 
     create(served, "export:csv")
-    row = page.locator("#jobs tr", has=page.get_by_role("link", name="export:csv", exact=True))
+    row = page.locator("#jobs tr", has=page.get_by_role("link", name=CSV, exact=True))
     expect(row).to_be_visible(timeout=5000)
     expect(row.locator(".badge.state-started")).to_be_visible()
 
