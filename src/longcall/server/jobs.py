@@ -1,7 +1,10 @@
 """``/v1/jobs``: jobs for tools that run outside Python, their state, and what to do with them.
 
 A user's token sees and changes only that user's jobs: any other job answers 404, exactly as
-a job that does not exist. Every change goes through the same store operations as Python.
+a job that does not exist. A ``jobId`` it sends is a key in that user's namespace
+(:func:`~longcall.jobs.job_id_for`), and (session, call) is unique per user, so creating a job
+never tells whether another user's id or call exists. Every change goes through the same store
+operations as Python.
 """
 
 from __future__ import annotations
