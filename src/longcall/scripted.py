@@ -126,10 +126,9 @@ class ScriptedAgent:
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
         store = self.app.store
-        await self.app.in_thread(
+        owner = await self.app.in_thread(
             store.ensure_session, session_id, app_name=self.app_name, user_id=user_id
         )
-        owner = await self.app.in_thread(store.session_owner, session_id)
         if owner != user_id:
             # Its sessions are keyed by session id alone: the first user keeps the id, and
             # another user's run never reads or writes that user's conversation.

@@ -58,13 +58,20 @@ class SessionOps(StoreCore):
         self._transact(work)
         self._after_ready()
 
-    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> None:
+    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> str:
+        """Create the session for ``user_id`` unless it exists; return whose it is (the user
+        who first used the id keeps it)."""
         now = self._now()
-        self._transact(
-            lambda tx: tx.run(
+
+        def work(tx: Tx) -> str:
+            tx.run(
                 "insert_session", session_id=session_id, app_name=app_name, user_id=user_id, now=now
             )
-        )
+            row = tx.one("get_session", session_id=session_id)
+            assert row is not None
+            return str(row["user_id"])
+
+        return self._transact(work)
 
     def append_session_events(
         self, session_id: str, events: Iterable[tuple[str, str, dict[str, Any], str | None]]
