@@ -20,10 +20,16 @@ import longcall
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
 
+from longcall import job_id_for
 from longcall.server.auth import COOKIE
 from server.conftest import Served, logged_in
 
 MARKUP_ID = "<script>alert('id')</script>"
+
+
+# alice's jobs made with these keys over POST /v1/jobs, in her namespace.
+CSV = job_id_for("export:csv", "alice")
+JSON_ID = job_id_for("export:json", "alice")
 
 
 def create(served: Served, job_id: str, **fields: Any) -> dict[str, Any]:
@@ -86,8 +92,8 @@ def test_the_dashboard_needs_a_login_and_refuses_a_bad_token(served: Served) -> 
 
 def test_job_data_is_escaped_on_both_pages(served: Served) -> None:
     """A job id and arguments that look like markup come out as text, never as tags."""
-    create(served, MARKUP_ID, args={"note": "<img src=x onerror=alert('args')>"})
-    for path in ("/", "/jobs/" + quote(MARKUP_ID, safe="")):
+    made = create(served, MARKUP_ID, args={"note": "<img src=x onerror=alert('args')>"})
+    for path in ("/", "/jobs/" + quote(made["jobId"], safe="")):
         page = served.page(path)
         assert page.status_code == 200
         assert "<script>alert" not in page.text and "<img src=x" not in page.text
@@ -114,11 +120,11 @@ def test_another_users_job_is_not_found(served: Served) -> None:
 
 def test_the_curl_command_beside_a_button_does_what_the_button_does(served: Served) -> None:
     """The complete command, run by the shell with the token in $LONGCALL_TOKEN, ends the job."""
-    odd_id = "report 'q3'/emea?#1"
-    create(served, odd_id)
+    odd_id = create(served, "report 'q3'/emea?#1")["jobId"]  # alice's: ends in @<16 hex>
     command = shown_curl(served.page("/jobs/" + quote(odd_id, safe="")).text, "complete")
+    suffix = odd_id.rpartition("@")[2]
     assert command.startswith(
-        f"curl -X POST '{served.url}/v1/jobs/report%20%27q3%27%2Femea%3F%231/complete'"
+        f"curl -X POST '{served.url}/v1/jobs/report%20%27q3%27%2Femea%3F%231@{suffix}/complete'"
     )
     assert "-d '{\"result\":{}}'" in command
     env = {**os.environ, "LONGCALL_TOKEN": served.token}
@@ -138,7 +144,7 @@ def test_the_curl_command_beside_a_button_does_what_the_button_does(served: Serv
 def test_every_action_shows_its_api_call(served: Served) -> None:
     """Each button's command posts its default body to that action's URL."""
     create(served, "export:csv")
-    page = served.page("/jobs/export:csv").text
+    page = served.page(f"/jobs/{CSV}").text
     expected = {
         "progress": {"progress": {"percent": 50}, "notifyModel": False},
         "complete": {"result": {}},
@@ -148,7 +154,7 @@ def test_every_action_shows_its_api_call(served: Served) -> None:
     }
     for verb, body in expected.items():
         command = shown_curl(page, verb)
-        url = f"{served.url}/v1/jobs/export:csv/{verb}"
+        url = f"{served.url}/v1/jobs/{CSV}/{verb}"
         assert command.startswith(f"curl -X POST '{url}' \\\n"), command
         assert '-H "Authorization: Bearer $LONGCALL_TOKEN"' in command
         data = re.search(r"-d '(.*)'$", command)
@@ -215,7 +221,7 @@ def test_a_new_job_appears_and_completing_it_resumes_the_agent(page: Any, served
     from playwright.sync_api import expect
 
     create(served, "export:csv")
-    row = page.locator("#jobs tr", has=page.get_by_role("link", name="export:csv", exact=True))
+    row = page.locator("#jobs tr", has=page.get_by_role("link", name=CSV, exact=True))
     expect(row).to_be_visible(timeout=5000)
     expect(row.locator(".badge.state-started")).to_be_visible()
 
@@ -244,12 +250,12 @@ def test_markup_in_job_data_shows_as_text_in_the_browser(page: Any, served: Serv
     """A job id like <script> is shown as text, rendered by the server and added live alike."""
     from playwright.sync_api import expect
 
-    create(served, MARKUP_ID)
-    expect(page.get_by_role("link", name=MARKUP_ID, exact=True)).to_be_visible(timeout=5000)
+    shown_id = create(served, MARKUP_ID)["jobId"]
+    expect(page.get_by_role("link", name=shown_id, exact=True)).to_be_visible(timeout=5000)
     page.reload()
-    expect(page.get_by_role("link", name=MARKUP_ID, exact=True)).to_be_visible()
-    page.get_by_role("link", name=MARKUP_ID, exact=True).click()
-    expect(page.locator("h1")).to_contain_text(MARKUP_ID)
+    expect(page.get_by_role("link", name=shown_id, exact=True)).to_be_visible()
+    page.get_by_role("link", name=shown_id, exact=True).click()
+    expect(page.locator("h1")).to_contain_text(shown_id)
     page.locator('form[data-verb="fail"] input').fill("</pre><b>bold</b>")
     page.get_by_role("button", name="Fail", exact=True).click()
     page.get_by_role("dialog").get_by_role("button", name="Fail the job").click()

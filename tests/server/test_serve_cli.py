@@ -142,6 +142,7 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
     with longcall.App(url) as app:
         sample_agent.ask_for_export(app, user_id="ana", session_id="s1")
         _, token = app.store.create_token(user_id="ana")
+    anas = longcall.job_id_for("export:csv", "ana")
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -163,14 +164,14 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
         base = f"http://127.0.0.1:{port}"
         wait_until_healthy(base)
         done = httpx.post(
-            f"{base}/v1/jobs/export:csv/complete",
+            f"{base}/v1/jobs/{anas}/complete",
             json={"result": {"rows": 4}},
             headers={"authorization": f"Bearer {token}"},
         )
         assert done.status_code == 200 and done.json()["changed"] is True
         with longcall.App(url) as app:
             deadline = time.monotonic() + 20
-            while app.get_job("export:csv").delivery is not longcall.Delivery.DELIVERED:
+            while app.get_job(anas).delivery is not longcall.Delivery.DELIVERED:
                 assert time.monotonic() < deadline, "the worker never resumed the session"
                 time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)

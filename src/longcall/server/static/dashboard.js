@@ -367,7 +367,9 @@ function jobPage() {
     const note = (text) => transcript.replaceChildren(el('li', 'note', text));
     if (!job.sessionId) return note('This job is not attached to an agent session.');
     try {
-      const data = await api(`/v1/sessions/${encodeURIComponent(job.sessionId)}/transcript`);
+      // A session is (user, session id): name the job's user (only an admin's token uses it).
+      const user = job.userId ? `?user=${encodeURIComponent(job.userId)}` : '';
+      const data = await api(`/v1/sessions/${encodeURIComponent(job.sessionId)}/transcript${user}`);
       if (ticket !== loads) return;
       if (data.events.length) transcript.replaceChildren(...data.events.map(turn));
       else note('The session has no events yet.');
