@@ -269,12 +269,17 @@ def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None
         return None
     parts = urlsplit(value.strip())
     try:
-        parts.port  # noqa: B018  (parsing it is the check)
-    except ValueError as exc:
-        raise click.BadParameter(f"{value!r}: {exc}") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
-        raise click.BadParameter(f"{value!r} is not an origin such as https://longcall.example.com")
-    if parts.query or parts.fragment or parts.username or parts.password:
+        has_port_if_any = parts.port is None or parts.port > 0
+    except ValueError:
+        has_port_if_any = False
+    extra = parts.query or parts.fragment or parts.username or parts.password
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or not has_port_if_any
+        or parts.path not in ("", "/")
+        or extra
+    ):
         raise click.BadParameter(f"{value!r} is not an origin such as https://longcall.example.com")
     return f"{parts.scheme}://{parts.netloc}"
 
