@@ -170,6 +170,30 @@ def test_the_cookie_holds_a_login_id_kept_only_as_its_digest(served: Served) -> 
     assert httpx.get(served.url + "/", cookies=old).headers["location"] == "/login"
 
 
+def test_logging_in_again_ends_the_browsers_previous_login(served: Served) -> None:
+    """A browser that logs in again (as bob, say) has one login: its previous one ends."""
+    first = served.login()
+    bob = served.app.store.create_token(user_id="bob")[1]
+    again = httpx.post(served.url + "/login", data={"token": bob}, cookies=first)
+    assert again.status_code == 303
+    assert httpx.get(served.url + "/v1/jobs", cookies=first).status_code == 401
+    assert len(stored_logins(served.app)) == 1
+    second = {LOGIN_COOKIE: again.cookies[LOGIN_COOKIE]}
+    assert ">bob<" in httpx.get(served.url + "/", cookies=second).text
+
+
+def test_over_https_the_cookie_is_secure_and_the_origin_is_https(served: Served) -> None:
+    """Behind a local TLS proxy (X-Forwarded-Proto: https from 127.0.0.1, which uvicorn
+    trusts) the cookie is Secure, and only the https origin may post the form."""
+    https = served.url.replace("http://", "https://")
+    proxied = {"x-forwarded-proto": "https"}
+    plain = post_login(served.url, served.token, origin=served.url, **proxied)
+    assert plain.status_code == 403  # the page the browser shows is https, its form too
+    answer = post_login(served.url, served.token, origin=https, **proxied)
+    assert answer.status_code == 303, answer.text
+    assert "; secure" in answer.headers["set-cookie"].lower()
+
+
 def test_logout_ends_the_login_and_the_old_cookie_then_fails(served: Served) -> None:
     """POST /logout with the page's token deletes the login: its cookie replayed is refused."""
     cookies = served.login()
