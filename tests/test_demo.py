@@ -73,7 +73,8 @@ def test_demo_plays_the_example_through_the_service_and_exits_zero() -> None:
 
 
 def test_demo_serve_keeps_serving_until_sigterm(tmp_path: Path) -> None:
-    """--serve prints a dashboard URL with a token that answers; SIGTERM ends it with 0."""
+    """--serve prints the login page's URL and a token (never a URL with the token in it)
+    that answers and logs in through the form; SIGTERM ends it with 0."""
     url = f"sqlite:///{tmp_path / 'kept.db'}"
     proc = subprocess.Popen(
         [LONGCALL, "demo", "--serve", "--database", url],
@@ -84,14 +85,21 @@ def test_demo_serve_keeps_serving_until_sigterm(tmp_path: Path) -> None:
     )
     try:
         assert proc.stdout is not None
-        found, printed = None, []
+        dashboard, found, printed = None, None, []
         for line in proc.stdout:
             printed.append(line)
-            found = re.search(r"(http://127\.0\.0\.1:\d+)/login\?token=(lc_\S+)", line)
+            dashboard = dashboard or re.search(r"dashboard +(http://127\.0\.0\.1:\d+)/login ", line)
+            found = re.search(r"token +(lc_\S+) \(admin\)", line)
             if found:
                 break
-        assert found, "no dashboard URL was printed"
-        base, token = found[1], found[2]
+        assert dashboard, "no login page URL was printed"
+        assert found, "no token was printed"
+        assert not any("token=" in line for line in printed)
+        base, token = dashboard[1], found[1]
+        login = httpx.post(f"{base}/login", data={"token": token}, timeout=5)
+        assert login.status_code == 303 and "longcall_login" in login.cookies
+        page = httpx.get(f"{base}/", cookies=login.cookies, timeout=5)
+        assert page.status_code == 200 and "<h1>Jobs</h1>" in page.text
         assert httpx.get(f"{base}/healthz", timeout=5).json() == {"status": "ok"}
         listed = httpx.get(
             f"{base}/v1/jobs", headers={"authorization": f"Bearer {token}"}, timeout=5

@@ -394,7 +394,7 @@ async def serve_and_play(
 
 def _print_access(console: Console, base: str, token: str, secret: str, url: str) -> None:
     rows = [
-        ("dashboard", f"{base}/login?token={token}"),
+        ("dashboard", f"{base}/login (paste the token below into its form)"),
         ("API", f"curl -H 'Authorization: Bearer {token}' {base}/v1/jobs"),
         ("token", f"{token} (admin)"),
         ("webhooks", f"POST {base}/v1/hooks/{SOURCE}, signed with {secret}"),

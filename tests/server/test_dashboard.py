@@ -21,7 +21,7 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import httpx
 
 from longcall import job_id_for
-from longcall.server.auth import COOKIE
+from longcall.server.login_cookie import LOGIN_COOKIE
 from server.conftest import Served, logged_in
 
 MARKUP_ID = "<script>alert('id')</script>"
@@ -66,28 +66,30 @@ def test_the_dashboard_needs_a_login_and_refuses_a_bad_token(served: Served) -> 
     """/ without a cookie goes to /login; a bad token is refused; a good one sets the cookie."""
     bare = httpx.get(served.url + "/")
     assert bare.status_code == 303 and bare.headers["location"] == "/login"
-    assert httpx.get(served.url + "/", cookies={COOKIE: "lc_no_such"}).status_code == 303
+    assert httpx.get(served.url + "/", cookies={LOGIN_COOKIE: "no-such"}).status_code == 303
     form = httpx.get(served.url + "/login")
     assert form.status_code == 200 and 'name="token"' in form.text
-    refused = httpx.get(served.url + "/login", params={"token": "lc_no_such"})
+    refused = httpx.post(served.url + "/login", data={"token": "lc_no_such"})
     assert refused.status_code == 401 and "unknown or revoked" in refused.text
     assert "set-cookie" not in refused.headers
 
-    accepted = httpx.get(served.url + "/login", params={"token": served.token})
+    accepted = httpx.post(served.url + "/login", data={"token": served.token})
     assert accepted.status_code == 303 and accepted.headers["location"] == "/"
     cookie = accepted.headers["set-cookie"].lower()
-    assert cookie.startswith(f"{COOKIE}={served.token}".lower())
+    assert cookie.startswith(f"{LOGIN_COOKIE}=")
+    assert served.token.lower() not in cookie
     assert all(flag in cookie for flag in ("httponly", "samesite=strict", "path=/"))
-    posted = httpx.post(served.url + "/login", data={"token": served.token})
-    assert posted.status_code == 303
-    assert posted.headers["set-cookie"] == accepted.headers["set-cookie"]
 
-    page = served.page("/")
+    cookies = {LOGIN_COOKIE: accepted.cookies[LOGIN_COOKIE]}
+    page = httpx.get(served.url + "/", cookies=cookies)
     assert page.status_code == 200 and "<h1>Jobs</h1>" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
-    out = httpx.get(served.url + "/logout", cookies={COOKIE: served.token})
+    assert page.headers["referrer-policy"] == "same-origin"
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+    assert csrf, "the page has no logout form with its CSRF token"
+    out = httpx.post(served.url + "/logout", data={"csrf": csrf[1]}, cookies=cookies)
     assert out.status_code == 303 and out.headers["location"] == "/login"
-    assert out.headers["set-cookie"].startswith(f'{COOKIE}=""; expires=')
+    assert f'{LOGIN_COOKIE}=""; expires=' in out.headers["set-cookie"]
 
 
 def test_job_data_is_escaped_on_both_pages(served: Served) -> None:
@@ -208,9 +210,9 @@ def test_the_run_page_builds_the_answer_form_from_the_schema(served: Served) -> 
     assert cancel is not None
     assert html.unescape(cancel[1]).count(f"curl -X DELETE '{served.url}/v1/runs/{run_id}'") == 1
 
-    bob = served.app.store.create_token(user_id="bob")[1]
-    assert httpx.get(f"{served.url}/runs/{run_id}", cookies={COOKIE: bob}).status_code == 404
-    assert run_id not in httpx.get(f"{served.url}/runs", cookies={COOKIE: bob}).text
+    bob = served.login(served.app.store.create_token(user_id="bob")[1])
+    assert httpx.get(f"{served.url}/runs/{run_id}", cookies=bob).status_code == 404
+    assert run_id not in httpx.get(f"{served.url}/runs", cookies=bob).text
 
 
 # -- in the browser ---------------------------------------------------------------------------
@@ -399,9 +401,9 @@ def test_the_schedule_pages_show_it_and_each_curl_command_does_what_its_button_d
     assert triggered["outcome"] == "triggered"
     assert served.app.store.get_run(triggered["runId"]).cron_id == cron_id
 
-    bob = served.app.store.create_token(user_id="bob")[1]
-    assert httpx.get(f"{served.url}/schedules/{cron_id}", cookies={COOKIE: bob}).status_code == 404
-    assert cron_id not in httpx.get(f"{served.url}/schedules", cookies={COOKIE: bob}).text
+    bob = served.login(served.app.store.create_token(user_id="bob")[1])
+    assert httpx.get(f"{served.url}/schedules/{cron_id}", cookies=bob).status_code == 404
+    assert cron_id not in httpx.get(f"{served.url}/schedules", cookies=bob).text
 
     assert run(command("delete")) == ""
     assert served.page(f"/schedules/{cron_id}").status_code == 404

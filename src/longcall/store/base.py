@@ -37,6 +37,7 @@ from longcall.store.core import (
 )
 from longcall.store.cron import CronOps
 from longcall.store.hooks import HookOps, HookSecret
+from longcall.store.logins import LoginOps
 from longcall.store.runs import Run, RunOps, RunStatus
 from longcall.store.sessions import SessionEvent, SessionOps
 from longcall.store.tokens import TokenInfo, TokenOps
@@ -146,7 +147,7 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps, WorkerOps):
+class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps):
     """The job table and its companions, on one database."""
 
     dialect: str

@@ -279,3 +279,13 @@ CREATE TABLE lc_workers (
     heartbeat_at DOUBLE PRECISION NOT NULL,
     expires_at   DOUBLE PRECISION NOT NULL
 );
+
+-- The dashboard's logins (schema 9): only the digest of the id in the browser's cookie; a
+-- login is found only through a live token, so revoking the token ends it.
+CREATE TABLE lc_logins (
+    login_hash  TEXT PRIMARY KEY,
+    token_id    TEXT NOT NULL REFERENCES lc_tokens (token_id) ON DELETE CASCADE,
+    created_at  DOUBLE PRECISION NOT NULL,
+    expires_at  DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX lc_logins_expires ON lc_logins (expires_at);
