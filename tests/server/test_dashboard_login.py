@@ -58,9 +58,11 @@ def csrf_of(page_html: str) -> str:
     return found[1]
 
 
-def create(served: Served, job_id: str) -> None:
-    answer = served.api.post("/v1/jobs", json={"jobId": job_id, "toolName": "export"})
+def create(served: Served, key: str) -> str:
+    """A job of the served user; its id is the key in that user's namespace."""
+    answer = served.api.post("/v1/jobs", json={"jobId": key, "toolName": "export"})
     assert answer.status_code == 201, answer.text
+    return str(answer.json()["jobId"])
 
 
 def state_of(served: Served, job_id: str) -> str:
@@ -242,10 +244,10 @@ def test_a_login_expires_and_revoking_the_token_ends_it(db_url: str) -> None:
 def test_a_cookie_write_needs_the_pages_csrf_token(served: Served) -> None:
     """Cancel by cookie: without the token, a wrong one, or from elsewhere, 403 and nothing
     changes; with the page's token it cancels. A bearer header needs no token."""
-    create(served, "victim")
+    victim = create(served, "victim")
     cookies = served.login()
     csrf = csrf_of(httpx.get(served.url + "/", cookies=cookies).text)
-    cancel = f"{served.url}/v1/jobs/victim/cancel"
+    cancel = f"{served.url}/v1/jobs/{victim}/cancel"
 
     def cookie_cancel(**headers: str) -> httpx.Response:
         return httpx.post(cancel, cookies=cookies, json={}, headers=headers)
@@ -260,13 +262,13 @@ def test_a_cookie_write_needs_the_pages_csrf_token(served: Served) -> None:
         refused = cookie_cancel(**headers)
         assert refused.status_code == 403, headers
         assert refused.json()["error"]["code"] in ("csrf_token", "cross_origin")
-        assert state_of(served, "victim") == "started"
+        assert state_of(served, victim) == "started"
     done = cookie_cancel(**{"x-csrf-token": csrf, "origin": served.url})
     assert done.status_code == 200, done.text
-    assert state_of(served, "victim") == "cancelled"
+    assert state_of(served, victim) == "cancelled"
 
-    create(served, "by-curl")
-    assert served.api.post("/v1/jobs/by-curl/cancel", json={}).status_code == 200
+    by_curl = create(served, "by-curl")
+    assert served.api.post(f"/v1/jobs/{by_curl}/cancel", json={}).status_code == 200
 
 
 def test_every_write_of_the_api_refuses_the_cookie_without_the_token(served: Served) -> None:
@@ -327,12 +329,12 @@ def test_a_page_on_another_port_cannot_make_a_change(browser: Any, served: Serve
     her CSRF token: its fetch and its form post change nothing."""
     from playwright.sync_api import expect
 
-    create(served, "victim")
+    victim = create(served, "victim")
     context = browser.new_context()
     try:
         page = context.new_page()
         browser_login(page, served.url, served.token)
-        cancel = f"{served.url}/v1/jobs/victim/cancel"
+        cancel = f"{served.url}/v1/jobs/{victim}/cancel"
         form = f"""<!doctype html><html><body>
 <form id="f" method="post" action="{cancel}" enctype="text/plain">
 <input name='{{"x":"' value='"}}'></form></body></html>"""
@@ -354,13 +356,13 @@ def test_a_page_on_another_port_cannot_make_a_change(browser: Any, served: Serve
             assert page.url == cancel
             refusal = json.loads(page.locator("body").inner_text())["error"]["code"]
             assert refusal in ("cross_origin", "csrf_token")
-        assert state_of(served, "victim") == "started"
+        assert state_of(served, victim) == "started"
         # The dashboard's own page, with the token, still can.
-        page.goto(served.url + "/jobs/victim")
+        page.goto(f"{served.url}/jobs/{victim}")
         page.locator('form[data-verb="cancel"]').get_by_role("button", name="Cancel").click()
         page.get_by_role("dialog").get_by_role("button", name="Cancel the job").click()
         expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=5000)
-        assert state_of(served, "victim") == "cancelled"
+        assert state_of(served, victim) == "cancelled"
     finally:
         context.close()
 
