@@ -18,6 +18,8 @@ import longcall
 import sample_agent
 from longcall.cli import main
 from longcall.clock import SystemClock
+from longcall.demo import EMEA
+from longcall.jobs import job_id_for
 from longcall.store.queries import latest_version, migrations
 from longcall.store.sqlite import SqliteStore
 
@@ -37,7 +39,7 @@ def test_in_process_demo_runs_the_worked_example_and_exits_zero() -> None:
     positions = [out.index(stamp) for stamp in order]
     assert positions == sorted(positions)
     assert "calls start_sales_report(quarter='2026-Q3', region='EMEA')" in out
-    assert "'status': 'pending', 'jobId': 'report:2026-Q3:EMEA'" in out
+    assert f"'status': 'pending', 'jobId': '{EMEA}'" in out
     assert "You have 12 vacation days left" in out
     assert "rowCount 48213" in out
     assert "No result within 45 minutes" in out
@@ -154,9 +156,10 @@ def test_worker_command_delivers_and_stops_on_sigterm(tmp_path: Path) -> None:
             text=True,
         )
         try:
-            app.complete("export:csv", {"rows": 3})
+            export_csv = job_id_for("export:csv", "u")  # user u's job
+            app.complete(export_csv, {"rows": 3})
             deadline = time.monotonic() + 30
-            while app.get_job("export:csv").delivery is not longcall.Delivery.DELIVERED:
+            while app.get_job(export_csv).delivery is not longcall.Delivery.DELIVERED:
                 assert time.monotonic() < deadline, "the worker never delivered the job"
                 time.sleep(0.05)
             proc.send_signal(signal.SIGTERM)

@@ -359,12 +359,13 @@ def test_jobs_watch_follows_one_job_until_it_is_delivered(db_url: str) -> None:
     """watch JOB prints each log entry and state change as the job finishes, then exits 0."""
     with longcall.App(db_url) as app:
         agent = sample_agent.ask_for_export(app, user_id="ana", session_id="s1")
-        proc = watch("export:csv", "--timeout", "60s", url=db_url)
+        anas = longcall.job_id_for("export:csv", "ana")
+        proc = watch(anas, "--timeout", "60s", url=db_url)
         try:
             lines: list[dict[str, Any]] = []
             read_until(proc, lambda line: line["type"] == "job", lines)
             assert (lines[-1]["state"], lines[-1]["delivery"]) == ("started", "none")
-            completer = threading.Thread(target=app.complete, args=("export:csv", {"rows": 3}))
+            completer = threading.Thread(target=app.complete, args=(anas, {"rows": 3}))
             completer.start()
             read_until(proc, lambda line: line["type"] == "job", lines)
             completer.join()

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import longcall
 from longcall.cli import main
+from longcall.demo import APAC, EMEA
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
@@ -58,12 +59,12 @@ def test_demo_plays_the_example_through_the_service_and_exits_zero() -> None:
         "GET /healthz 200",
         "Please build the sales report for 2026-Q3 EMEA",
         "How many vacation days",
-        "report:2026-Q3:EMEA complete, signed",
-        "resumes session-ana-1 with report:2026-Q3:EMEA (succeeded)",
+        f"{EMEA} complete, signed",
+        f"resumes session-ana-1 with {EMEA} (succeeded)",
         "POST /v1/hooks/batch again",
         "Also the sales report for 2026-Q3 APAC",
-        "report:2026-Q3:APAC passed its deadline",
-        "report:2026-Q3:APAC complete after all",
+        f"{APAC} passed its deadline",
+        f"{APAC} complete after all",
     ]
     times = [stamped(out, text) for text in order]
     assert times == sorted(times)
@@ -72,7 +73,8 @@ def test_demo_plays_the_example_through_the_service_and_exits_zero() -> None:
 
 
 def test_demo_serve_keeps_serving_until_sigterm(tmp_path: Path) -> None:
-    """--serve prints a dashboard URL with a token that answers; SIGTERM ends it with 0."""
+    """--serve prints the login page's URL and a token (never a URL with the token in it)
+    that answers and logs in through the form; SIGTERM ends it with 0."""
     url = f"sqlite:///{tmp_path / 'kept.db'}"
     proc = subprocess.Popen(
         [LONGCALL, "demo", "--serve", "--database", url],
@@ -83,14 +85,21 @@ def test_demo_serve_keeps_serving_until_sigterm(tmp_path: Path) -> None:
     )
     try:
         assert proc.stdout is not None
-        found, printed = None, []
+        dashboard, found, printed = None, None, []
         for line in proc.stdout:
             printed.append(line)
-            found = re.search(r"(http://127\.0\.0\.1:\d+)/login\?token=(lc_\S+)", line)
+            dashboard = dashboard or re.search(r"dashboard +(http://127\.0\.0\.1:\d+)/login ", line)
+            found = re.search(r"token +(lc_\S+) \(admin\)", line)
             if found:
                 break
-        assert found, "no dashboard URL was printed"
-        base, token = found[1], found[2]
+        assert dashboard, "no login page URL was printed"
+        assert found, "no token was printed"
+        assert not any("token=" in line for line in printed)
+        base, token = dashboard[1], found[1]
+        login = httpx.post(f"{base}/login", data={"token": token}, timeout=5)
+        assert login.status_code == 303 and "longcall_login" in login.cookies
+        page = httpx.get(f"{base}/", cookies=login.cookies, timeout=5)
+        assert page.status_code == 200 and "<h1>Jobs</h1>" in page.text
         assert httpx.get(f"{base}/healthz", timeout=5).json() == {"status": "ok"}
         listed = httpx.get(
             f"{base}/v1/jobs", headers={"authorization": f"Bearer {token}"}, timeout=5
@@ -105,7 +114,7 @@ def test_demo_serve_keeps_serving_until_sigterm(tmp_path: Path) -> None:
     assert "all 16 checks passed" in "".join(printed), err
     assert rest.strip().endswith("stopped")
     with longcall.App(url) as app:
-        assert app.get_job("report:2026-Q3:EMEA").delivery is longcall.Delivery.DELIVERED
+        assert app.get_job(EMEA).delivery is longcall.Delivery.DELIVERED
 
 
 def test_demo_without_the_server_extra_says_what_to_install() -> None:
@@ -131,10 +140,11 @@ def test_demo_refuses_a_database_that_has_its_jobs_already(tmp_path: Path) -> No
             """Starts a report."""
             return "started"
 
-        start_sales_report(quarter="2026-Q3", region="EMEA")
+        ana = longcall.CallIds(user_id="ana")  # the demo's user: her namespace
+        start_sales_report.invoke({"quarter": "2026-Q3", "region": "EMEA"}, ana)
     result = CliRunner().invoke(main, ["demo", "--database", url])
     assert result.exit_code == 2
-    assert "holds the demo's job report:2026-Q3:EMEA already" in result.output
+    assert f"holds the demo's job {EMEA} already" in result.output
     with longcall.App(url) as app:
         assert app.store.hook_secrets() == [] and app.store.tokens() == []
 

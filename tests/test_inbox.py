@@ -31,6 +31,10 @@ def app(db_url: str) -> Iterator[longcall.App]:
     app.close()
 
 
+# The job start() makes: the export key in user u's namespace.
+USER_CSV = longcall.job_id_for("export:csv", "u")
+
+
 def start(app: longcall.App, fmt: str = "csv", *, attached: bool = True) -> str:
     """Start the export job, joined to session s1 and call c-<fmt> unless told otherwise."""
     ids = CallIds("a", "u", "s1", f"c-{fmt}", "inv") if attached else None
@@ -85,28 +89,28 @@ def test_the_same_delivery_id_from_another_source_is_another_delivery(app: longc
 def test_result_before_the_job_exists_is_applied_when_it_is_created(app: longcall.App) -> None:
     """An early completion is kept, the first one wins, and the new job starts out finished."""
     early = app.ingest(
-        source="batch", delivery_id="m1", job_id="export:csv", kind="complete", payload={"rows": 7}
+        source="batch", delivery_id="m1", job_id=USER_CSV, kind="complete", payload={"rows": 7}
     )
     assert early.outcome == "early" and early.job is None
     second = app.ingest(
-        source="batch", delivery_id="m2", job_id="export:csv", kind="fail", payload={"error": "x"}
+        source="batch", delivery_id="m2", job_id=USER_CSV, kind="fail", payload={"error": "x"}
     )
     assert second.outcome == "early"
     with pytest.raises(longcall.JobNotFound):
-        app.get_job("export:csv")
+        app.get_job(USER_CSV)
     pending = app.tools["export"].invoke({"fmt": "csv"}, CallIds("a", "u", "s1", "c1", "inv"))
     assert pending["status"] == "pending"
-    job = app.get_job("export:csv")
+    job = app.get_job(USER_CSV)
     assert job.state is JobState.SUCCEEDED and job.result == {"rows": 7}
     assert job.delivery is Delivery.READY  # both halves of the join were there at creation
     claimed = app.store.claim("r", limit=10, lease=30)
-    assert [j.job_id for j in claimed] == ["export:csv"]
+    assert [j.job_id for j in claimed] == [USER_CSV]
 
 
 def test_progress_for_an_unknown_job_is_recorded_not_kept(app: longcall.App) -> None:
     """Progress naming no job is recorded as unknown_job and never applied later."""
     got = app.ingest(
-        source="batch", delivery_id="p1", job_id="export:csv", kind="progress", payload={"pct": 10}
+        source="batch", delivery_id="p1", job_id=USER_CSV, kind="progress", payload={"pct": 10}
     )
     assert got.outcome == "unknown_job"
     job_id = start(app)

@@ -187,6 +187,7 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_cron",
         "lc_cron_fires",
         "lc_workers",
+        "lc_logins",
         "lc_migrations",
     }
     job_fields = set(longcall.Job.__dataclass_fields__)

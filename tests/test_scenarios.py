@@ -216,6 +216,11 @@ def delivered_count(app: longcall.App) -> int:
     return sum(n for (_, delivery), n in app.store.counts().items() if delivery == "delivered")
 
 
+def export_id(n: int, user: str | None = "u1") -> str:
+    """The id of export job ``n`` started by ``user`` (the key in that user's namespace)."""
+    return longcall.job_id_for(f"export:{n}", user)
+
+
 def register_export(app: longcall.App, **options: Any) -> longcall.LongRunningTool:
     @app.long_running(key="export:{n}", **options)
     def export(n: int) -> str:
@@ -240,7 +245,7 @@ async def start_jobs(
             )
 
     await asyncio.gather(*(one_session(i) for i in range(sessions)))
-    return [f"export:{n}" for n in range(sessions * per_session)]
+    return [export_id(n, f"user-{n // per_session}") for n in range(sessions * per_session)]
 
 
 def pg_small_pool(url: str) -> str:
@@ -287,7 +292,8 @@ def test_duplicate_completions_from_threads_deliver_each_job_once(
 
     def send(shard: list[str]) -> list[bool]:
         return [
-            app.complete(job_id, {"rows": int(job_id.split(":")[1])}).changed for job_id in shard
+            app.complete(job_id, {"rows": int(job_id.split(":")[1].split("@")[0])}).changed
+            for job_id in shard
         ]
 
     with (
@@ -418,6 +424,9 @@ def test_completion_before_attach_is_delivered_once_after_attach(app: longcall.A
     agent = longcall.ScriptedAgent(app, rules=[EXPORT_RULE], record_join=False)
     runner = Recording(agent)
 
+    # Without the join the tool knows no user: its job has the bare key, as in library use.
+    unjoined = export_id(7, None)
+
     async def scenario() -> None:
         resumer = app.deliverer(runner)
         async with app.session_turn("s1"):
@@ -428,24 +437,24 @@ def test_completion_before_attach_is_delivered_once_after_attach(app: longcall.A
                 )
             ]
         (call,) = [c for e in events for c in e.function_calls]
-        job = await app.get_job_async("export:7")
+        job = await app.get_job_async(unjoined)
         assert not job.attached
         assert job.session_id is None and job.call_id is None
 
-        outcome = await app.complete_async("export:7", {"rows": 7})
+        outcome = await app.complete_async(unjoined, {"rows": 7})
         assert outcome.changed
         assert outcome.job.delivery is Delivery.NONE
         for _ in range(3):
             assert await resumer.run_once() == 0
         assert runner.tally.response_messages() == []
-        assert (await app.get_job_async("export:7")).delivery is Delivery.NONE
+        assert (await app.get_job_async(unjoined)).delivery is Delivery.NONE
 
         observer = longcall.CallObserver(
             app, app_name=agent.app_name, user_id="u1", session_id="s1"
         )
         await observer.observe_all(events)
-        assert observer.attached == ["export:7"]
-        job = await app.get_job_async("export:7")
+        assert observer.attached == [unjoined]
+        job = await app.get_job_async(unjoined)
         assert job.delivery is Delivery.READY
         assert (job.session_id, job.call_id) == ("s1", call.id)
 
@@ -456,13 +465,13 @@ def test_completion_before_attach_is_delivered_once_after_attach(app: longcall.A
         assert (response.id, response.name) == (call.id, "export")
         assert response.response == {
             "status": "succeeded",
-            "jobId": "export:7",
+            "jobId": unjoined,
             "result": {"rows": 7},
         }
         assert await session_finals(agent, "s1") == {call.id: 1}
 
     asyncio.run(scenario())
-    assert app.get_job("export:7").delivery is Delivery.DELIVERED
+    assert app.get_job(unjoined).delivery is Delivery.DELIVERED
 
 
 def test_completion_inside_the_tool_call_is_delivered_after_the_turn(app: longcall.App) -> None:
@@ -531,10 +540,10 @@ def test_resume_waits_for_the_user_turn_and_never_interleaves(db_url: str) -> No
                 app.run_turn_async(runner, user_id="u1", session_id="s1", text="and the weather?")
             )
             await asyncio.wait_for(gate.entered.wait(), 30)
-            assert (await app.complete_async("export:1", {"rows": 1})).changed
+            assert (await app.complete_async(export_id(1), {"rows": 1})).changed
             with ResumerThread(other, Recording(remote_agent, tally)) as remote:
                 await asyncio.sleep(0.5)  # the resumer passes many times meanwhile
-                job = await app.get_job_async("export:1")
+                job = await app.get_job_async(export_id(1))
                 assert job.delivery is Delivery.READY
                 assert job.attempts == 0
                 assert tally.response_messages() == []
@@ -543,7 +552,7 @@ def test_resume_waits_for_the_user_turn_and_never_interleaves(db_url: str) -> No
                 await turn
 
                 async def delivered() -> bool:
-                    job = await app.get_job_async("export:1")
+                    job = await app.get_job_async(export_id(1))
                     return job.delivery is Delivery.DELIVERED
 
                 await wait_until_async(delivered, seconds=30, what="the resume")
@@ -573,7 +582,7 @@ def test_user_turn_waits_for_a_resume_in_progress(app: longcall.App) -> None:
 
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 1")
-        assert (await app.complete_async("export:1", {"rows": 1})).changed
+        assert (await app.complete_async(export_id(1), {"rows": 1})).changed
         gate.armed = True
         resume = asyncio.create_task(app.deliverer(runner).run_once())
         await asyncio.wait_for(gate.entered.wait(), 30)  # the resume is mid-run
@@ -594,7 +603,7 @@ def test_user_turn_waits_for_a_resume_in_progress(app: longcall.App) -> None:
     assert [e.invocation_id for e in history] == [inv_a] * 6 + [inv_b] * 2
     assert history[4].function_responses[0].response["status"] == "succeeded"
     assert tally.max_overlap() == 1
-    assert app.get_job("export:1").delivery is Delivery.DELIVERED
+    assert app.get_job(export_id(1)).delivery is Delivery.DELIVERED
 
 
 # -- 5. racing resumers --------------------------------------------------------------------
@@ -662,7 +671,7 @@ def test_crashed_resumer_lease_runs_out_and_the_job_is_delivered_once(
 
     async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 8")
-        await app.complete_async("export:8", {"rows": 8})
+        await app.complete_async(export_id(8), {"rows": 8})
         (claimed,) = await app.in_thread(app.store.claim, "crashed", limit=10, lease=60)
         if stored_before_crash:  # the agent took the response; marking it was lost
             message = Message(function_responses=(response_of(claimed),))
@@ -679,7 +688,7 @@ def test_crashed_resumer_lease_runs_out_and_the_job_is_delivered_once(
         return resumer
 
     resumer = asyncio.run(scenario())
-    job = app.get_job("export:8")
+    job = app.get_job(export_id(8))
     assert job.delivery is Delivery.DELIVERED
     assert asyncio.run(session_finals(agent, "s1")) == {job.call_id: 1}
     if stored_before_crash:
@@ -716,7 +725,7 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
 
         clock.advance(2 * 60)
         expired = await sweeper.run_once()
-        assert [j.job_id for j in expired] == ["export:3"]
+        assert [j.job_id for j in expired] == [export_id(3)]
         assert expired[0].state is JobState.EXPIRED
         assert await sweeper.run_once() == []
         assert await resumer.run_once() == 1
@@ -724,7 +733,7 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
         assert await sweeper.run_once() == []
 
         clock.advance(60)
-        late = await app.complete_async("export:3", {"rows": 3})
+        late = await app.complete_async(export_id(3), {"rows": 3})
         assert not late.changed
         assert late.job.state is JobState.EXPIRED
         assert await resumer.run_once() == 0
@@ -732,7 +741,7 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
         assert await Dispatcher(app).run_once() == 0
 
     asyncio.run(scenario())
-    job = app.get_job("export:3")
+    job = app.get_job(export_id(3))
     assert job.state is JobState.EXPIRED
     assert job.delivery is Delivery.DELIVERED
     assert job.deadline_at == started + 45 * 60
@@ -742,12 +751,12 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
     assert response.response["status"] == "expired"
     assert response.response["message"] == "No result within 45 minutes."
     assert runner.tally.finals() == {job.call_id: 1}
-    events = app.job_events("export:3")
+    events = app.job_events(export_id(3))
     assert [e.kind for e in events] == ["expired", "ignored"]
     assert events[-1].data["state"] == "succeeded"
     assert events[-1].data["result"] == {"rows": 3}
     assert events[-1].data["reason"] == "already expired"
-    assert cancelled == ["export:3"]
+    assert cancelled == [export_id(3)]
 
 
 def test_concurrent_sweepers_expire_each_overdue_job_once(
@@ -844,8 +853,8 @@ def test_parallel_calls_completed_together_arrive_in_one_message(app: longcall.A
         events = await app.run_turn_async(runner, user_id="u1", session_id="s1", text="both")
         calls = {c.id: c.args["n"] for e in events for c in e.function_calls}
         assert len(calls) == 2
-        await app.complete_async("export:1", {"part": 1})
-        await app.complete_async("export:2", {"part": 2})
+        await app.complete_async(export_id(1), {"part": 1})
+        await app.complete_async(export_id(2), {"part": 2})
         resumer = app.deliverer(runner)
         assert await resumer.run_once() == 2
         assert await resumer.run_once() == 0
@@ -875,16 +884,16 @@ def test_parallel_calls_completed_apart_arrive_in_two_messages(app: longcall.App
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="both")
         resumer = app.deliverer(runner)
-        await app.complete_async("export:2", {"part": 2})
+        await app.complete_async(export_id(2), {"part": 2})
         assert await resumer.run_once() == 1
-        await app.complete_async("export:1", {"part": 1})
+        await app.complete_async(export_id(1), {"part": 1})
         assert await resumer.run_once() == 1
         assert await resumer.run_once() == 0
         messages = runner.tally.response_messages()
         assert [len(m.function_responses) for m in messages] == [1, 1]
         assert [m.function_responses[0].response["jobId"] for m in messages] == [
-            "export:2",
-            "export:1",
+            export_id(2),
+            export_id(1),
         ]
         assert sorted((await session_finals(agent, "s1")).values()) == [1, 1]
 
@@ -905,11 +914,11 @@ def test_jobs_of_different_invocations_are_never_mixed_in_one_message(app: longc
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="both")
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 3")
         for n in (3, 1, 2):
-            await app.complete_async(f"export:{n}", {"n": n})
+            await app.complete_async(export_id(n), {"n": n})
         assert await app.deliverer(runner).run_once() == 3
         messages = runner.tally.response_messages()
         parts = sorted(sorted(r.response["jobId"] for r in m.function_responses) for m in messages)
-        assert parts == [["export:1", "export:2"], ["export:3"]]
+        assert parts == [[export_id(1), export_id(2)], [export_id(3)]]
         jobs = {j.job_id: j for j in await app.list_jobs_async()}
         for m in messages:
             assert len({jobs[r.response["jobId"]].invocation_id for r in m.function_responses}) == 1
@@ -928,7 +937,7 @@ def test_progress_reaches_the_model_only_when_asked_and_throttled(
     register_export(app)
     agent = longcall.ScriptedAgent(app, rules=[EXPORT_RULE])
     runner = Recording(agent)
-    job_id = "export:5"
+    job_id = export_id(5)
 
     async def scenario() -> str:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 5")
@@ -1012,17 +1021,17 @@ def test_final_result_during_a_progress_delivery_follows_it(
 
     async def complete_meanwhile(message: Message) -> None:
         if message.function_responses and not completed:
-            completed.append((await app.complete_async("export:4", {"rows": 4})).changed)
+            completed.append((await app.complete_async(export_id(4), {"rows": 4})).changed)
 
     runner = Recording(agent, before=complete_meanwhile)
 
     async def scenario() -> None:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 4")
-        await app.progress_async("export:4", {"pct": 50}, notify_model=True)
+        await app.progress_async(export_id(4), {"pct": 50}, notify_model=True)
         resumer = app.deliverer(runner)
         assert await resumer.run_once() == 1
         assert completed == [True]
-        assert (await app.get_job_async("export:4")).delivery is Delivery.READY
+        assert (await app.get_job_async(export_id(4))).delivery is Delivery.READY
         assert await resumer.run_once() == 1
         assert await resumer.run_once() == 0
 
@@ -1032,8 +1041,8 @@ def test_final_result_during_a_progress_delivery_follows_it(
         for m in runner.tally.response_messages()
     ]
     assert statuses == [["running"], ["succeeded"]]
-    assert app.get_job("export:4").delivery is Delivery.DELIVERED
-    assert asyncio.run(session_finals(agent, "s1")) == {app.get_job("export:4").call_id: 1}
+    assert app.get_job(export_id(4)).delivery is Delivery.DELIVERED
+    assert asyncio.run(session_finals(agent, "s1")) == {app.get_job(export_id(4)).call_id: 1}
 
 
 def test_progress_throttle_is_per_job(fake_app: longcall.App, clock: longcall.FakeClock) -> None:
@@ -1047,11 +1056,11 @@ def test_progress_throttle_is_per_job(fake_app: longcall.App, clock: longcall.Fa
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="export 1")
         await app.run_turn_async(runner, user_id="u2", session_id="s2", text="export 2")
         resumer = app.deliverer(runner)
-        await app.progress_async("export:1", {"pct": 10}, notify_model=True)
+        await app.progress_async(export_id(1), {"pct": 10}, notify_model=True)
         assert await resumer.run_once() == 1
         clock.advance(1)
-        await app.progress_async("export:1", {"pct": 20}, notify_model=True)
-        await app.progress_async("export:2", {"pct": 10}, notify_model=True)
+        await app.progress_async(export_id(1), {"pct": 20}, notify_model=True)
+        await app.progress_async(export_id(2, "u2"), {"pct": 10}, notify_model=True)
         assert await resumer.run_once() == 1
         assert await resumer.run_once() == 0
         clock.advance(9)
@@ -1063,7 +1072,7 @@ def test_progress_throttle_is_per_job(fake_app: longcall.App, clock: longcall.Fa
         for m in runner.tally.response_messages()
         for r in m.function_responses
     ]
-    assert got == [("export:1", 10), ("export:2", 10), ("export:1", 20)]
+    assert got == [(export_id(1), 10), (export_id(2, "u2"), 10), (export_id(1), 20)]
 
 
 # -- 9. delivery failure -------------------------------------------------------------------
@@ -1078,7 +1087,7 @@ def test_failing_runner_is_retried_with_backoff_then_left_failed(
     agent = longcall.ScriptedAgent(app, rules=[EXPORT_RULE])
     healthy = Recording(agent)
     broken = Recording(agent, healthy.tally, fail_with=lambda: RuntimeError("agent down"))
-    job_id = "export:9"
+    job_id = export_id(9)
 
     async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(healthy, user_id="u1", session_id="s1", text="export 9")
@@ -1139,23 +1148,23 @@ def test_final_result_is_delivered_after_a_given_up_progress_announcement(
 
     async def scenario() -> None:
         await app.run_turn_async(healthy, user_id="u1", session_id="s1", text="export 6")
-        await app.progress_async("export:6", {"pct": 50}, notify_model=True)
+        await app.progress_async(export_id(6), {"pct": 50}, notify_model=True)
         failing = app.deliverer(broken, max_attempts=2, retry_base=1)
         assert await failing.run_once() == 1
         clock.advance(1)
         assert await failing.run_once() == 1
-        job = await app.get_job_async("export:6")
+        job = await app.get_job_async(export_id(6))
         assert (job.delivery, job.attempts) == (Delivery.FAILED, 2)
 
-        assert (await app.complete_async("export:6", {"rows": 6})).changed
-        job = await app.get_job_async("export:6")
+        assert (await app.complete_async(export_id(6), {"rows": 6})).changed
+        job = await app.get_job_async(export_id(6))
         assert (job.delivery, job.attempts) == (Delivery.READY, 0)
         resumer = app.deliverer(healthy)
         assert await resumer.run_once() == 1
         assert await resumer.run_once() == 0
 
     asyncio.run(scenario())
-    job = app.get_job("export:6")
+    job = app.get_job(export_id(6))
     assert job.delivery is Delivery.DELIVERED
     statuses = [
         [r.response["status"] for r in m.function_responses]
@@ -1179,7 +1188,7 @@ def test_unknown_call_marks_the_job_orphaned_at_once(
         ghost = longcall.CallIds(agent.app_name, "u1", "s1", "call-ghost", "inv-ghost")
         pending = await export.invoke_async({"n": 2}, ghost)
         assert pending["status"] == "pending"
-        await app.complete_async("export:2", {"rows": 2})
+        await app.complete_async(export_id(2), {"rows": 2})
         resumer = app.deliverer(runner, max_attempts=5)
         assert await resumer.run_once() == 1
         clock.advance(24 * 3600)
@@ -1187,14 +1196,14 @@ def test_unknown_call_marks_the_job_orphaned_at_once(
         return resumer
 
     resumer = asyncio.run(scenario())
-    job = app.get_job("export:2")
+    job = app.get_job(export_id(2))
     assert job.delivery is Delivery.ORPHANED
     assert job.attempts == 1
     assert job.last_error is not None and "call-ghost" in job.last_error
     assert resumer.stats["orphaned"] == 1
     assert resumer.stats["delivery_retried"] == 0
-    assert [e.kind for e in app.job_events("export:2")] == ["succeeded", "delivery_orphaned"]
-    assert [j.job_id for j in app.list_jobs(delivery=Delivery.ORPHANED)] == ["export:2"]
+    assert [e.kind for e in app.job_events(export_id(2))] == ["succeeded", "delivery_orphaned"]
+    assert [j.job_id for j in app.list_jobs(delivery=Delivery.ORPHANED)] == [export_id(2)]
     assert len(runner.tally.response_messages()) == 1
     assert asyncio.run(session_finals(agent, "s1")) == Counter()
 
@@ -1208,20 +1217,20 @@ def test_unknown_call_orphans_only_its_own_job_in_a_shared_message(app: longcall
 
     async def scenario() -> longcall.Deliverer:
         await app.run_turn_async(runner, user_id="u1", session_id="s1", text="both")
-        invocation = (await app.get_job_async("export:1")).invocation_id
+        invocation = (await app.get_job_async(export_id(1))).invocation_id
         ghost = longcall.CallIds(agent.app_name, "u1", "s1", "call-ghost", invocation)
         assert (await export.invoke_async({"n": 3}, ghost))["status"] == "pending"
         for n in (1, 2, 3):
-            await app.complete_async(f"export:{n}", {"n": n})
+            await app.complete_async(export_id(n), {"n": n})
         resumer = app.deliverer(runner)
         assert await resumer.run_once() == 3
         assert await resumer.run_once() == 0
         return resumer
 
     resumer = asyncio.run(scenario())
-    deliveries = {n: app.get_job(f"export:{n}").delivery for n in (1, 2, 3)}
+    deliveries = {n: app.get_job(export_id(n)).delivery for n in (1, 2, 3)}
     assert deliveries == {1: Delivery.DELIVERED, 2: Delivery.DELIVERED, 3: Delivery.ORPHANED}
     assert resumer.stats["orphaned"] == 1
     assert resumer.stats["delivered"] == 2
-    calls = {app.get_job(f"export:{n}").call_id for n in (1, 2)}
+    calls = {app.get_job(export_id(n)).call_id for n in (1, 2)}
     assert asyncio.run(session_finals(agent, "s1")) == dict.fromkeys(calls, 1)

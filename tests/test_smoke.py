@@ -7,6 +7,8 @@ import asyncio
 import longcall
 from longcall.testing import FakeClock
 
+CSV = longcall.job_id_for("export:csv", "u")  # user u's export job
+
 
 def test_tool_complete_resume_roundtrip(db_url: str) -> None:
     """A job started by a tool, completed from Python, reaches the session exactly once."""
@@ -24,10 +26,10 @@ def test_tool_complete_resume_roundtrip(db_url: str) -> None:
 
         async def scenario() -> None:
             await app.run_turn_async(agent, user_id="u", session_id="s", text="export please")
-            assert (await app.complete_async("export:csv", {"rows": 3})).changed
+            assert (await app.complete_async(CSV, {"rows": 3})).changed
             assert await app.deliverer(agent).run_once() == 1
             assert await app.deliverer(agent).run_once() == 0
 
         asyncio.run(scenario())
-        job = app.get_job("export:csv")
+        job = app.get_job(CSV)
         assert job.delivery is longcall.Delivery.DELIVERED

@@ -870,6 +870,17 @@ def test_counts_by_state_and_delivery(store: Store) -> None:
 # -- scripted-agent sessions -------------------------------------------------------------
 
 
+def test_a_scripted_session_id_stays_with_its_first_user(store: Store) -> None:
+    """ensure_session answers whose the session is; another user reads none of its events."""
+    assert store.ensure_session("s", app_name="app", user_id="ana") == "ana"
+    assert store.ensure_session("s", app_name="app", user_id="bob") == "ana"
+    assert store.session_owner("s") == "ana" and store.session_owner("nope") is None
+    store.append_session_events("s", [("inv", "user", {"text": "hi"}, None)])
+    assert len(store.session_events("s", user_id="ana")) == 1
+    assert store.session_events("s", user_id="bob") == []
+    assert store.session_events("nope", user_id="bob") == []
+
+
 def test_session_events_append_in_order(store: Store, clock: FakeClock) -> None:
     """Session events get consecutive sequence numbers and read back in order."""
     assert store.session_exists("s") is False

@@ -330,8 +330,8 @@ def test_key_may_name_call_ids(app: longcall.App) -> None:
 
     ids = longcall.CallIds("app", "u1", "s1", "call-1", "inv-1")
     pending = export.invoke({"table": "sales"}, ids=ids)
-    assert pending["jobId"] == "s1:sales"
-    job = app.get_job("s1:sales")
+    assert pending["jobId"] == longcall.job_id_for("s1:sales", "u1")
+    job = app.get_job(pending["jobId"])
     assert job.ids == ids
     assert job.attached
 
@@ -373,7 +373,8 @@ def test_pending_map_has_exactly_three_keys(app: longcall.App, returned: Any, me
 
 
 def test_repeated_call_attaches_missing_ids(app: longcall.App) -> None:
-    """A repeat that knows the call ids fills them in on the existing job."""
+    """A repeat that knows the call ids fills them in on the existing job (a job's user is
+    part of its id, so the repeat is one without a user as the first call was)."""
 
     @app.long_running(key="k")
     def start() -> None:
@@ -381,7 +382,7 @@ def test_repeated_call_attaches_missing_ids(app: longcall.App) -> None:
 
     start.invoke({})
     assert not app.get_job("k").attached
-    ids = longcall.CallIds("app", "u", "s", "c", "i")
+    ids = longcall.CallIds("app", None, "s", "c", "i")
     start.invoke({}, ids=ids)
     assert app.get_job("k").ids == ids
 

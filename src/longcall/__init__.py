@@ -30,7 +30,15 @@ from longcall.errors import (
     ToolArgumentsError,
     UnknownCallError,
 )
-from longcall.jobs import CallIds, Delivery, FinishOutcome, Job, JobEvent, JobState
+from longcall.jobs import (
+    CallIds,
+    Delivery,
+    FinishOutcome,
+    Job,
+    JobEvent,
+    JobState,
+    job_id_for,
+)
 from longcall.scripted import Rule, ScriptedAgent
 from longcall.sweeper import Sweeper
 from longcall.tools import JobHandle, LongRunningTool
@@ -90,4 +98,5 @@ __all__ = [
     "UnknownCallError",
     "Worker",
     "__version__",
+    "job_id_for",
 ]

@@ -177,6 +177,9 @@ class App:
 
         ``key`` is a format string over the parameters (and ``user_id``, ``session_id`` …)
         that names the job: the same key is the same job, and its work is submitted once.
+        A call with a user gets the key in that user's namespace (``key@<16 hex>``, see
+        :func:`longcall.job_id_for`), so another user's job of the same key never blocks it;
+        the job handle's ``id`` is the id to complete it by.
         ``deadline`` (``"45m"``) makes the sweeper answer for a result that never comes;
         ``on_cancel`` is called with the job when it expires or is cancelled, so the
         external work can stop. ``context_types``: parameter types a framework fills in

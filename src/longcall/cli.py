@@ -9,6 +9,7 @@ import signal
 import sys
 from dataclasses import asdict
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -262,6 +263,27 @@ main.add_command(runs)
 main.add_command(cron)
 
 
+def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--public-origin`` as scheme://host[:port], nothing after it."""
+    if not value:
+        return None
+    parts = urlsplit(value.strip())
+    try:
+        has_port_if_any = parts.port is None or parts.port > 0
+    except ValueError:
+        has_port_if_any = False
+    extra = parts.query or parts.fragment or parts.username or parts.password
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or not has_port_if_any
+        or parts.path not in ("", "/")
+        or extra
+    ):
+        raise click.BadParameter(f"{value!r} is not an origin such as https://longcall.example.com")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 @main.command()
 @database_option
 @click.option(
@@ -286,6 +308,22 @@ main.add_command(cron)
     show_default=True,
     callback=duration,
     help="How old a signed delivery may be.",
+)
+@click.option(
+    "--login-ttl",
+    envvar="LONGCALL_LOGIN_TTL",
+    default="12h",
+    show_default=True,
+    callback=duration,
+    help="How long a dashboard login lasts (env LONGCALL_LOGIN_TTL).",
+)
+@click.option(
+    "--public-origin",
+    envvar="LONGCALL_PUBLIC_ORIGIN",
+    default=None,
+    callback=_public_origin,
+    help="scheme://host[:port] browsers reach the dashboard at through a proxy "
+    "(env LONGCALL_PUBLIC_ORIGIN); its login form is accepted from there too.",
 )
 @click.option(
     "--app",
@@ -315,6 +353,8 @@ def serve(
     host: str,
     port: int,
     tolerance: float,
+    login_ttl: float,
+    public_origin: str | None,
     app_spec: str | None,
     agent_spec: str | None,
     no_worker: bool,
@@ -329,7 +369,14 @@ def serve(
 
     if agent_spec and not app_spec:
         raise click.UsageError("--agent needs --app (the App whose tools the agent calls)")
-    settings = Settings(tolerance=tolerance, writes_per_token=writes_per_token)
+    if login_ttl <= 0:
+        raise click.BadParameter("a login must last longer than 0s", param_hint="--login-ttl")
+    settings = Settings(
+        tolerance=tolerance,
+        login_ttl=login_ttl,
+        public_origin=public_origin,
+        writes_per_token=writes_per_token,
+    )
     if app_spec:
         from longcall.app import App
 
@@ -352,7 +399,9 @@ def serve(
         where = "; worker: " + ", ".join(loops) if loops else "; no worker loops"
         bound = listening.getsockname()
         click.echo(
-            f"longcall serving {app.url} on http://{host}:{bound[1]}: API and dashboard{where}",
+            f"longcall serving {app.url} on http://{host}:{bound[1]}: API and dashboard{where}\n"
+            f"dashboard: open http://{host}:{bound[1]}/login and paste a token "
+            "(longcall tokens create --user NAME makes one)",
             err=True,
         )
         await runner.serve(

@@ -33,10 +33,12 @@ log = logging.getLogger("longcall.delivery")
 
 
 def group_by_invocation(jobs: list[Job]) -> list[list[Job]]:
-    """Split one session's jobs into messages: one per invocation, in order of readiness."""
-    groups: dict[str | None, list[Job]] = {}
+    """Split one session id's jobs into messages: one per user and invocation, in order of
+    readiness. Two users' sessions may share an id (a session is the pair): one message never
+    carries another user's response, even if the two name the same invocation id."""
+    groups: dict[tuple[str | None, str | None], list[Job]] = {}
     for job in jobs:
-        groups.setdefault(job.invocation_id, []).append(job)
+        groups.setdefault((job.user_id, job.invocation_id), []).append(job)
     return list(groups.values())
 
 

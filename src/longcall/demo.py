@@ -23,12 +23,15 @@ from rich.console import Console
 from longcall.agents import AgentEvent, AgentRunner
 from longcall.app import App
 from longcall.clock import FakeClock
-from longcall.jobs import Delivery, JobState
+from longcall.jobs import Delivery, JobState, job_id_for
 from longcall.scripted import Rule, ScriptedAgent
 from longcall.tools import JobHandle
 
 START = dt.datetime(2026, 11, 30, 10, 0, 0, tzinfo=dt.UTC).timestamp()
 USER, SESSION = "ana", "session-ana-1"
+# Ana's report jobs: her tool's key in her namespace (see longcall.job_id_for).
+EMEA = job_id_for("report:2026-Q3:EMEA", USER)
+APAC = job_id_for("report:2026-Q3:APAC", USER)
 
 
 @dataclass
@@ -169,10 +172,10 @@ async def play(
 
     at("10:00:00")
     await ask("Please build the sales report for 2026-Q3 EMEA.")
-    job = await app.get_job_async("report:2026-Q3:EMEA")
+    job = await app.get_job_async(EMEA)
     line.check(
         job.state is JobState.STARTED and job.attached,
-        "job report:2026-Q3:EMEA recorded with its session and call id",
+        f"job {EMEA} recorded with its session and call id",
     )
     line.check(job.deadline_at == START + 45 * 60, "its deadline is 10:45:00")
     line.check(batch_queue == [job.job_id], "the work was submitted once, keyed by the job id")
@@ -183,15 +186,15 @@ async def play(
 
     at("10:19:00")
     result = {"url": "https://reports.example.com/2026-Q3-EMEA.csv", "rowCount": 48213}
-    line.say("batch system", f"report:2026-Q3:EMEA finished: {result}", "yellow")
-    outcome = await app.complete_async("report:2026-Q3:EMEA", result)
+    line.say("batch system", f"{EMEA} finished: {result}", "yellow")
+    outcome = await app.complete_async(EMEA, result)
     line.check(outcome.changed, "the completion moved the job to succeeded")
     at("10:19:03")
     line.check(await deliverer.run_once() == 1, "the deliverer delivered the result once")
 
     at("10:21:00")
-    line.say("batch system", "report:2026-Q3:EMEA finished (the same webhook, retried)", "yellow")
-    again = await app.complete_async("report:2026-Q3:EMEA", result)
+    line.say("batch system", f"{EMEA} finished (the same webhook, retried)", "yellow")
+    again = await app.complete_async(EMEA, result)
     line.check(not again.changed, "the duplicate completion changed nothing")
     line.check(await deliverer.run_once() == 0, "and nothing was delivered twice")
     history = await chat.history()
@@ -207,14 +210,14 @@ async def play(
     line.say("sweeper", "checks deadlines", "yellow")
     expired = await sweeper.run_once()
     line.check(
-        [j.job_id for j in expired] == ["report:2026-Q3:APAC"],
+        [j.job_id for j in expired] == [APAC],
         "the APAC report expired at its deadline, 45 minutes after it started",
     )
     line.check(await deliverer.run_once() == 1, "the agent was told, once")
     at("11:10:00")
-    late = await app.complete_async("report:2026-Q3:APAC", {"url": "late"})
-    apac = await app.get_job_async("report:2026-Q3:APAC")
-    events = await app.job_events_async("report:2026-Q3:APAC")
+    late = await app.complete_async(APAC, {"url": "late"})
+    apac = await app.get_job_async(APAC)
+    events = await app.job_events_async(APAC)
     line.check(
         not late.changed
         and apac.state is JobState.EXPIRED

@@ -35,7 +35,15 @@ from rich.console import Console
 
 from longcall.agents import AgentEvent, FunctionResponse
 from longcall.app import App
-from longcall.demo import SESSION, Conversation, ReportTool, ScriptedConversation, Timeline
+from longcall.demo import (
+    APAC,
+    EMEA,
+    SESSION,
+    Conversation,
+    ReportTool,
+    ScriptedConversation,
+    Timeline,
+)
 from longcall.errors import JobNotFound
 from longcall.jobs import Delivery, Job, JobState
 from longcall.server import runner
@@ -47,7 +55,6 @@ SOURCE = "batch"
 BUILD_SECONDS = 1.0  # the 19-minute build
 DEADLINE_SECONDS = 3.0  # the 45-minute deadline
 WAIT_SECONDS = 10.0  # the longest any one step may take before its check fails
-EMEA, APAC = "report:2026-Q3:EMEA", "report:2026-Q3:APAC"
 RESULT = {"url": "https://reports.example.com/2026-Q3-EMEA.csv", "rowCount": 48213}
 TOOL = "start_sales_report"
 
@@ -387,7 +394,7 @@ async def serve_and_play(
 
 def _print_access(console: Console, base: str, token: str, secret: str, url: str) -> None:
     rows = [
-        ("dashboard", f"{base}/login?token={token}"),
+        ("dashboard", f"{base}/login (paste the token below into its form)"),
         ("API", f"curl -H 'Authorization: Bearer {token}' {base}/v1/jobs"),
         ("token", f"{token} (admin)"),
         ("webhooks", f"POST {base}/v1/hooks/{SOURCE}, signed with {secret}"),

@@ -10,6 +10,7 @@ session and call id, and nothing is delivered yet.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -40,6 +41,24 @@ class Delivery(StrEnum):
     DELIVERED = "delivered"  # the final response is in the session
     FAILED = "failed"  # delivery was retried up to the limit and given up; visible, not lost
     ORPHANED = "orphaned"  # the session has no such call; can never be delivered
+
+
+USER_SUFFIX_HEX = 16  # hex characters of the user's digest in a namespaced job id
+
+
+def job_id_for(key: str, user_id: str | None) -> str:
+    """The job id for ``key`` in ``user_id``'s namespace: ``key@<16 hex>``, or ``key`` alone.
+
+    The suffix is the first 16 hex characters of the SHA-256 of the user id (UTF-8), so one
+    user's ids can never name, block or reveal another user's jobs: Mallory creating
+    ``report:Q4`` makes ``report:Q4@<hers>``, and Ana's tool with the same key still gets
+    ``report:Q4@<Ana's>``, its own job. A call without a user (library use without users)
+    keeps the bare key. Every place longcall derives a job id from a key uses this rule.
+    """
+    if user_id is None:
+        return key
+    digest = hashlib.sha256(user_id.encode("utf-8")).hexdigest()
+    return f"{key}@{digest[:USER_SUFFIX_HEX]}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
-from longcall.errors import UnknownCallError
+from longcall.errors import AgentError, UnknownCallError
 from longcall.jobs import CallIds
 
 if TYPE_CHECKING:
@@ -126,9 +126,17 @@ class ScriptedAgent:
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
         store = self.app.store
-        await self.app.in_thread(
+        owner = await self.app.in_thread(
             store.ensure_session, session_id, app_name=self.app_name, user_id=user_id
         )
+        if owner != user_id:
+            # Its sessions are keyed by session id alone: the first user keeps the id, and
+            # another user's run never reads or writes that user's conversation.
+            if message.text is None:
+                raise UnknownCallError(
+                    f"session {session_id!r} of user {user_id!r} holds no function call"
+                )
+            raise AgentError(f"the scripted agent's session {session_id!r} belongs to another user")
         if message.text is not None:
             async for event in self._answer_text(user_id, session_id, message.text):
                 yield event
@@ -233,15 +241,19 @@ class ScriptedAgent:
             )
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
-        return bool(
-            await self.app.in_thread(self.app.store.has_final_response, session_id, call_id)
-        )
+        store = self.app.store
+        if await self.app.in_thread(store.session_owner, session_id) != user_id:
+            return False
+        return bool(await self.app.in_thread(store.has_final_response, session_id, call_id))
 
-    async def history(self, session_id: str) -> list[AgentEvent]:
-        """Every event of a session, in order."""
-        events = await self.app.in_thread(self.app.store.session_events, session_id)
+    async def history(self, session_id: str, *, user_id: str | None = None) -> list[AgentEvent]:
+        """Every event of a session, in order; with ``user_id``, none unless it is theirs."""
+        events = await self.app.in_thread(
+            self.app.store.session_events, session_id, user_id=user_id
+        )
         return [event_from_content(e.author, e.invocation_id, e.content) for e in events]
 
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
-        """:meth:`history` as the :class:`~longcall.agents.TranscriptSource` protocol asks."""
-        return await self.history(session_id)
+        """The user's session (:meth:`history`), as :class:`~longcall.agents.TranscriptSource`
+        asks: another user's session of the same id reads as empty."""
+        return await self.history(session_id, user_id=user_id)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hin
 import pydantic
 
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs import CallIds, Job, parse_duration
+from longcall.jobs import CallIds, Job, job_id_for, parse_duration
 from longcall.store.base import NewJob
 
 if TYPE_CHECKING:
@@ -153,9 +153,17 @@ class LongRunningTool:
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     def job_id(self, args: Mapping[str, Any], ids: CallIds) -> str:
-        """The key filled from the arguments (and call ids), or a fresh random id."""
-        if self.key is None:
+        """The key filled from the arguments (and call ids) in the caller's namespace
+        (:func:`~longcall.jobs.job_id_for`), or a fresh random id."""
+        key = self.filled_key(args, ids)
+        if key is None:
             return f"job-{uuid.uuid4().hex}"
+        return job_id_for(key, ids.user_id)
+
+    def filled_key(self, args: Mapping[str, Any], ids: CallIds) -> str | None:
+        """The key filled from the arguments and call ids; None for a tool without a key."""
+        if self.key is None:
+            return None
         values = {**ids.as_dict(), **args}
         return self.key.format(**values)
 
@@ -193,12 +201,20 @@ class LongRunningTool:
             ids,
             self.deadline,
             cancel_hook=self.on_cancel is not None,
+            # Jobs made before ids were namespaced carry the bare key: the same user's is found.
+            legacy_id=self.filled_key(values, ids),
         )
 
     def _abandoned(self, job: Job, exc: Exception) -> dict[str, Any]:
         log.warning("tool %s could not start job %s: %r", self.name, job.job_id, exc)
         # No jobId: the job was removed again, and an observer must not try to attach it.
         return {"status": "error", "message": f"the job could not be started: {exc}"}
+
+    def _refused(self, job: Job) -> dict[str, Any]:
+        # Only an admin or library code can write into a user's namespace; even then the
+        # caller is never handed a stranger's pending job (nor its id).
+        log.warning("tool %s: job %s belongs to another user", self.name, job.job_id)
+        return {"status": "error", "message": "the job id is taken by another user's job"}
 
     def invoke(
         self,
@@ -232,6 +248,8 @@ class LongRunningTool:
             dispatch_lease=self.app.dispatch_lease,
         )
         if not created:
+            if _strangers(job, ids):
+                return self._refused(job)
             return pending_map(self.app.attach_quietly(job, ids))
         try:
             returned = self.call_body(JobHandle.of(job), values, context)
@@ -270,6 +288,8 @@ class LongRunningTool:
             dispatch_lease=app.dispatch_lease,
         )
         if not created:
+            if _strangers(job, ids):
+                return self._refused(job)
             return pending_map(await app.in_thread(app.attach_quietly, job, ids))
         try:
             returned = await self.call_body_async(JobHandle.of(job), values, context)
@@ -287,6 +307,11 @@ class LongRunningTool:
 
     def __repr__(self) -> str:
         return f"<LongRunningTool {self.name}>"
+
+
+def _strangers(job: Job, ids: CallIds) -> bool:
+    """Whether ``job`` belongs to another user than the call's (a call with a user only)."""
+    return ids.user_id is not None and job.user_id != ids.user_id
 
 
 def pending_map(job: Job, message: str | None = None) -> dict[str, Any]:

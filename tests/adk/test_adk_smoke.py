@@ -71,7 +71,7 @@ def test_call_progress_and_completion_resume_the_adk_session(tmp_path: Path) -> 
         ]
         call_ids = set().union(*(e.long_running_tool_ids or set() for e in events))
         [job] = await app.list_jobs_async()
-        assert job.job_id == "export:s:csv"
+        assert job.job_id == longcall.job_id_for("export:s:csv", "u")
         assert (job.app_name, job.user_id, job.session_id) == ("exports", "u", "s")
         assert call_ids == {job.call_id} and job.invocation_id == events[0].invocation_id
         resumer = app.deliverer(adk.AdkAgentRunner(runner))

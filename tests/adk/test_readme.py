@@ -60,7 +60,9 @@ def test_readme_adk_example_runs_and_resumes(
         message = types.Content(role="user", parts=[types.Part(text="Export my data to CSV")])
         async for _ in runner.run_async(user_id="ana", session_id="s1", new_message=message):
             pass
-        outcome = await jobs.complete_async("export:s1:csv", {"url": "https://example.com/a.csv"})
+        outcome = await jobs.complete_async(
+            longcall.job_id_for("export:s1:csv", "ana"), {"url": "https://example.com/a.csv"}
+        )
         assert outcome.changed
         assert await worker.deliverer.run_once() == 1
         session = await sessions.get_session(app_name="exports", user_id="ana", session_id="s1")

@@ -48,7 +48,7 @@ from pydantic import Field  # noqa: E402
 from longcall.agents import FunctionResponse, Message  # noqa: E402
 from longcall.delivery import response_of  # noqa: E402
 from longcall.errors import StoreUnavailable  # noqa: E402
-from longcall.jobs import CallIds, Delivery, JobState  # noqa: E402
+from longcall.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 try:
@@ -396,7 +396,8 @@ async def child(phase: str, kind: str, directory: Path) -> dict[str, Any]:
 def test_a_new_process_resumes_a_call_made_before_a_restart(kind: str, tmp_path: Path) -> None:
     """A call made by one process is resumed, once, by a new process over the same files."""
     called = run_phase("call", kind, tmp_path)
-    assert called["job_id"] == "export:s:csv" and called["call_id"].startswith("adk-")
+    assert called["job_id"] == job_id_for("export:s:csv", USER)
+    assert called["call_id"].startswith("adk-")
     with longcall.App(f"sqlite:///{tmp_path / 'jobs.db'}") as app:
         assert app.complete(called["job_id"], {"url": URL}).changed
     assert run_phase("resume", kind, tmp_path) == {"handled": 1, "stats": {"delivered": 1}}
@@ -810,13 +811,13 @@ def test_adk_api_server_with_extra_plugins_records_the_session_and_call(tmp_path
         # The plugin, built by the CLI from LONGCALL_DATABASE_URL, held the turn's lease.
         assert pending == {
             "status": "pending",
-            "jobId": f"export:{SESSION}:csv",
+            "jobId": job_id_for(f"export:{SESSION}:csv", USER),
             "message": "leases held: ['turn']",
         }
         with longcall.App(f"sqlite:///{db}") as app:
             [job] = app.list_jobs()
         assert (job.job_id, job.app_name, job.user_id, job.session_id) == (
-            f"export:{SESSION}:csv",
+            job_id_for(f"export:{SESSION}:csv", USER),
             "exports",
             USER,
             SESSION,

@@ -30,7 +30,8 @@ from google.genai import types  # noqa: E402
 APP_NAME, AGENT_NAME = "sales", "analyst"
 USER, SESSION = "ana", "session-ana-1"
 DAY = dt.datetime(2026, 11, 30, tzinfo=dt.UTC).timestamp()
-EMEA, APAC = "report:2026-Q3:EMEA", "report:2026-Q3:APAC"
+# The report jobs of the demo's user, in her namespace.
+EMEA, APAC = (longcall.job_id_for(f"report:2026-Q3:{r}", USER) for r in ("EMEA", "APAC"))
 RESULT = {"url": "https://reports.example.com/2026-Q3-EMEA.csv", "rowCount": 48213}
 FINAL_STATUSES = {"succeeded", "failed", "expired", "cancelled"}
 

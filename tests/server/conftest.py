@@ -30,7 +30,7 @@ import httpx
 
 from longcall.server import runner
 from longcall.server.app import Settings
-from longcall.server.auth import COOKIE
+from longcall.server.login_cookie import LOGIN_COOKIE
 
 CHROMIUM = Path("/usr/bin/chromium")
 IN_CI = os.environ.get("CI") == "true"
@@ -113,9 +113,20 @@ class Served:
     token: str  # alice's
     api: httpx.Client  # alice's bearer token on every request
 
+    def login(self, token: str | None = None) -> dict[str, str]:
+        """The login cookie a browser gets by posting ``token`` (alice's) to the login form."""
+        return login_cookies(self.url, token or self.token)
+
     def page(self, path: str) -> httpx.Response:
-        """A dashboard page as alice's browser would ask for it, with the login cookie."""
-        return httpx.get(self.url + path, cookies={COOKIE: self.token})
+        """A dashboard page as alice's browser would ask for it, with a login cookie."""
+        return httpx.get(self.url + path, cookies=self.login())
+
+
+def login_cookies(url: str, token: str) -> dict[str, str]:
+    """Log in at ``url`` through the form as a browser does; the cookie it then sends."""
+    answer = httpx.post(url + "/login", data={"token": token})
+    assert answer.status_code == 303, answer.text
+    return {LOGIN_COOKIE: answer.cookies[LOGIN_COOKIE]}
 
 
 async def _serve(server: runner.Server, worker: Any, sock: socket.socket) -> None:
@@ -215,6 +226,15 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
+def browser_login(page: Any, url: str, token: str) -> None:
+    """Log ``page`` in at ``url`` as a person does: paste ``token`` into the form."""
+    page.goto(f"{url}/login")
+    page.fill('input[name="token"]', token)
+    with page.expect_navigation():
+        page.click('button[type="submit"]')
+    assert page.url == url + "/"
+
+
 @contextlib.contextmanager
 def logged_in(browser: Any, served: Served, *, expected: tuple[str, ...] = ()) -> Iterator[Any]:
     """A page logged in as alice, on the jobs table, with its event stream open; at the end,
@@ -230,8 +250,7 @@ def logged_in(browser: Any, served: Served, *, expected: tuple[str, ...] = ()) -
         "console",
         lambda m: errors.append(f"{m.text} {m.location}") if m.type == "error" else None,
     )
-    page.goto(f"{served.url}/login?token={served.token}")
-    assert page.url == served.url + "/"
+    browser_login(page, served.url, served.token)
     expect(page.locator("#live")).to_have_text("live", timeout=5000)
     yield page
     context.close()

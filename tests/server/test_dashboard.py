@@ -20,10 +20,16 @@ import longcall
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
 
-from longcall.server.auth import COOKIE
+from longcall import job_id_for
+from longcall.server.login_cookie import LOGIN_COOKIE
 from server.conftest import Served, logged_in
 
 MARKUP_ID = "<script>alert('id')</script>"
+
+
+# alice's jobs made with these keys over POST /v1/jobs, in her namespace.
+CSV = job_id_for("export:csv", "alice")
+JSON_ID = job_id_for("export:json", "alice")
 
 
 def create(served: Served, job_id: str, **fields: Any) -> dict[str, Any]:
@@ -60,34 +66,36 @@ def test_the_dashboard_needs_a_login_and_refuses_a_bad_token(served: Served) -> 
     """/ without a cookie goes to /login; a bad token is refused; a good one sets the cookie."""
     bare = httpx.get(served.url + "/")
     assert bare.status_code == 303 and bare.headers["location"] == "/login"
-    assert httpx.get(served.url + "/", cookies={COOKIE: "lc_no_such"}).status_code == 303
+    assert httpx.get(served.url + "/", cookies={LOGIN_COOKIE: "no-such"}).status_code == 303
     form = httpx.get(served.url + "/login")
     assert form.status_code == 200 and 'name="token"' in form.text
-    refused = httpx.get(served.url + "/login", params={"token": "lc_no_such"})
+    refused = httpx.post(served.url + "/login", data={"token": "lc_no_such"})
     assert refused.status_code == 401 and "unknown or revoked" in refused.text
     assert "set-cookie" not in refused.headers
 
-    accepted = httpx.get(served.url + "/login", params={"token": served.token})
+    accepted = httpx.post(served.url + "/login", data={"token": served.token})
     assert accepted.status_code == 303 and accepted.headers["location"] == "/"
     cookie = accepted.headers["set-cookie"].lower()
-    assert cookie.startswith(f"{COOKIE}={served.token}".lower())
+    assert cookie.startswith(f"{LOGIN_COOKIE}=")
+    assert served.token.lower() not in cookie
     assert all(flag in cookie for flag in ("httponly", "samesite=strict", "path=/"))
-    posted = httpx.post(served.url + "/login", data={"token": served.token})
-    assert posted.status_code == 303
-    assert posted.headers["set-cookie"] == accepted.headers["set-cookie"]
 
-    page = served.page("/")
+    cookies = {LOGIN_COOKIE: accepted.cookies[LOGIN_COOKIE]}
+    page = httpx.get(served.url + "/", cookies=cookies)
     assert page.status_code == 200 and "<h1>Jobs</h1>" in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
-    out = httpx.get(served.url + "/logout", cookies={COOKIE: served.token})
+    assert page.headers["referrer-policy"] == "same-origin"
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+    assert csrf, "the page has no logout form with its CSRF token"
+    out = httpx.post(served.url + "/logout", data={"csrf": csrf[1]}, cookies=cookies)
     assert out.status_code == 303 and out.headers["location"] == "/login"
-    assert out.headers["set-cookie"].startswith(f'{COOKIE}=""; expires=')
+    assert f'{LOGIN_COOKIE}=""; expires=' in out.headers["set-cookie"]
 
 
 def test_job_data_is_escaped_on_both_pages(served: Served) -> None:
     """A job id and arguments that look like markup come out as text, never as tags."""
-    create(served, MARKUP_ID, args={"note": "<img src=x onerror=alert('args')>"})
-    for path in ("/", "/jobs/" + quote(MARKUP_ID, safe="")):
+    made = create(served, MARKUP_ID, args={"note": "<img src=x onerror=alert('args')>"})
+    for path in ("/", "/jobs/" + quote(made["jobId"], safe="")):
         page = served.page(path)
         assert page.status_code == 200
         assert "<script>alert" not in page.text and "<img src=x" not in page.text
@@ -114,11 +122,11 @@ def test_another_users_job_is_not_found(served: Served) -> None:
 
 def test_the_curl_command_beside_a_button_does_what_the_button_does(served: Served) -> None:
     """The complete command, run by the shell with the token in $LONGCALL_TOKEN, ends the job."""
-    odd_id = "report 'q3'/emea?#1"
-    create(served, odd_id)
+    odd_id = create(served, "report 'q3'/emea?#1")["jobId"]  # alice's: ends in @<16 hex>
     command = shown_curl(served.page("/jobs/" + quote(odd_id, safe="")).text, "complete")
+    suffix = odd_id.rpartition("@")[2]
     assert command.startswith(
-        f"curl -X POST '{served.url}/v1/jobs/report%20%27q3%27%2Femea%3F%231/complete'"
+        f"curl -X POST '{served.url}/v1/jobs/report%20%27q3%27%2Femea%3F%231@{suffix}/complete'"
     )
     assert "-d '{\"result\":{}}'" in command
     env = {**os.environ, "LONGCALL_TOKEN": served.token}
@@ -138,7 +146,7 @@ def test_the_curl_command_beside_a_button_does_what_the_button_does(served: Serv
 def test_every_action_shows_its_api_call(served: Served) -> None:
     """Each button's command posts its default body to that action's URL."""
     create(served, "export:csv")
-    page = served.page("/jobs/export:csv").text
+    page = served.page(f"/jobs/{CSV}").text
     expected = {
         "progress": {"progress": {"percent": 50}, "notifyModel": False},
         "complete": {"result": {}},
@@ -148,7 +156,7 @@ def test_every_action_shows_its_api_call(served: Served) -> None:
     }
     for verb, body in expected.items():
         command = shown_curl(page, verb)
-        url = f"{served.url}/v1/jobs/export:csv/{verb}"
+        url = f"{served.url}/v1/jobs/{CSV}/{verb}"
         assert command.startswith(f"curl -X POST '{url}' \\\n"), command
         assert '-H "Authorization: Bearer $LONGCALL_TOKEN"' in command
         data = re.search(r"-d '(.*)'$", command)
@@ -202,9 +210,9 @@ def test_the_run_page_builds_the_answer_form_from_the_schema(served: Served) -> 
     assert cancel is not None
     assert html.unescape(cancel[1]).count(f"curl -X DELETE '{served.url}/v1/runs/{run_id}'") == 1
 
-    bob = served.app.store.create_token(user_id="bob")[1]
-    assert httpx.get(f"{served.url}/runs/{run_id}", cookies={COOKIE: bob}).status_code == 404
-    assert run_id not in httpx.get(f"{served.url}/runs", cookies={COOKIE: bob}).text
+    bob = served.login(served.app.store.create_token(user_id="bob")[1])
+    assert httpx.get(f"{served.url}/runs/{run_id}", cookies=bob).status_code == 404
+    assert run_id not in httpx.get(f"{served.url}/runs", cookies=bob).text
 
 
 # -- in the browser ---------------------------------------------------------------------------
@@ -215,7 +223,7 @@ def test_a_new_job_appears_and_completing_it_resumes_the_agent(page: Any, served
     from playwright.sync_api import expect
 
     create(served, "export:csv")
-    row = page.locator("#jobs tr", has=page.get_by_role("link", name="export:csv", exact=True))
+    row = page.locator("#jobs tr", has=page.get_by_role("link", name=CSV, exact=True))
     expect(row).to_be_visible(timeout=5000)
     expect(row.locator(".badge.state-started")).to_be_visible()
 
@@ -244,12 +252,12 @@ def test_markup_in_job_data_shows_as_text_in_the_browser(page: Any, served: Serv
     """A job id like <script> is shown as text, rendered by the server and added live alike."""
     from playwright.sync_api import expect
 
-    create(served, MARKUP_ID)
-    expect(page.get_by_role("link", name=MARKUP_ID, exact=True)).to_be_visible(timeout=5000)
+    shown_id = create(served, MARKUP_ID)["jobId"]
+    expect(page.get_by_role("link", name=shown_id, exact=True)).to_be_visible(timeout=5000)
     page.reload()
-    expect(page.get_by_role("link", name=MARKUP_ID, exact=True)).to_be_visible()
-    page.get_by_role("link", name=MARKUP_ID, exact=True).click()
-    expect(page.locator("h1")).to_contain_text(MARKUP_ID)
+    expect(page.get_by_role("link", name=shown_id, exact=True)).to_be_visible()
+    page.get_by_role("link", name=shown_id, exact=True).click()
+    expect(page.locator("h1")).to_contain_text(shown_id)
     page.locator('form[data-verb="fail"] input').fill("</pre><b>bold</b>")
     page.get_by_role("button", name="Fail", exact=True).click()
     page.get_by_role("dialog").get_by_role("button", name="Fail the job").click()
@@ -393,9 +401,9 @@ def test_the_schedule_pages_show_it_and_each_curl_command_does_what_its_button_d
     assert triggered["outcome"] == "triggered"
     assert served.app.store.get_run(triggered["runId"]).cron_id == cron_id
 
-    bob = served.app.store.create_token(user_id="bob")[1]
-    assert httpx.get(f"{served.url}/schedules/{cron_id}", cookies={COOKIE: bob}).status_code == 404
-    assert cron_id not in httpx.get(f"{served.url}/schedules", cookies={COOKIE: bob}).text
+    bob = served.login(served.app.store.create_token(user_id="bob")[1])
+    assert httpx.get(f"{served.url}/schedules/{cron_id}", cookies=bob).status_code == 404
+    assert cron_id not in httpx.get(f"{served.url}/schedules", cookies=bob).text
 
     assert run(command("delete")) == ""
     assert served.page(f"/schedules/{cron_id}").status_code == 404

@@ -18,10 +18,15 @@ from longcall import CallIds, Delivery, JobState
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 
+from longcall import job_id_for
 from longcall.server.dashboard_runs import answer_fields, answer_form
 from longcall.store import NewJob
 from server.conftest import Served, logged_in
 from server.test_dashboard import ask, create, create_schedule, submit_refund
+
+# alice's jobs made with these keys over POST /v1/jobs, in her namespace.
+CSV = job_id_for("export:csv", "alice")
+JSON_ID = job_id_for("export:json", "alice")
 
 
 def text_of(page_html: str) -> str:
@@ -71,7 +76,7 @@ def test_ends_and_answers_ask_first_and_look_apart_from_harmless_actions(served:
     """Fail, cancel, a run's cancel and a schedule's delete are marked danger and ask first;
     the answer form is marked a decision and asks first; the other buttons do neither."""
     create(served, "export:csv")
-    assert forms(served.page("/jobs/export:csv").text) == {
+    assert forms(served.page(f"/jobs/{CSV}").text) == {
         "progress": ("action", False),
         "complete": ("action", False),
         "fail": ("action danger", True),
@@ -129,7 +134,7 @@ def test_cancel_asks_first_and_going_back_changes_nothing(page: Any, served: Ser
     from playwright.sync_api import expect
 
     create(served, "export:csv")
-    page.get_by_role("link", name="export:csv", exact=True).click()
+    page.get_by_role("link", name=CSV, exact=True).click()
     expect(page.locator("h1 .badge")).to_have_text("started")
 
     def colour(verb: str) -> str:
@@ -150,12 +155,12 @@ def test_cancel_asks_first_and_going_back_changes_nothing(page: Any, served: Ser
     expect(dialog).to_be_visible()
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
-    assert served.app.store.get_job("export:csv").state is JobState.STARTED
+    assert served.app.store.get_job(CSV).state is JobState.STARTED
 
     cancel.click()
     dialog.get_by_role("button", name="Cancel the job").click()
     expect(page.locator("h1 .badge")).to_have_text("cancelled", timeout=5000)
-    assert served.app.store.get_job("export:csv").state is JobState.CANCELLED
+    assert served.app.store.get_job(CSV).state is JobState.CANCELLED
 
 
 # -- search and filters -----------------------------------------------------------------------
@@ -232,14 +237,14 @@ def test_the_event_log_shows_when_the_job_was_created_attached_finished_and_deli
     """A job made over HTTP, attached by the agent's call, completed and delivered has all four
     moments in its log, in the order they happened."""
     create(served, "export:csv")
-    assert log_kinds(served.page("/jobs/export:csv").text) == ["created"]
+    assert log_kinds(served.page(f"/jobs/{CSV}").text) == ["created"]
     ask(served, "export please")
-    served.api.post("/v1/jobs/export:csv/complete", json={"result": {"rows": 3}})
+    served.api.post(f"/v1/jobs/{CSV}/complete", json={"result": {"rows": 3}})
     wait_until(
-        lambda: served.app.store.get_job("export:csv").delivery is Delivery.DELIVERED,
+        lambda: served.app.store.get_job(CSV).delivery is Delivery.DELIVERED,
         "the result was not delivered",
     )
-    page = served.page("/jobs/export:csv").text
+    page = served.page(f"/jobs/{CSV}").text
     assert log_kinds(page) == ["created", "attached", "succeeded", "delivered"]
     times = re.findall(r'<tr[^>]*data-at="([^"]+)"', page)
     assert times == sorted(times) and len(times) == 4
@@ -252,13 +257,13 @@ def test_the_event_log_adds_the_attach_and_the_delivery_live(page: Any, served: 
     from playwright.sync_api import expect
 
     create(served, "export:csv")
-    page.get_by_role("link", name="export:csv", exact=True).click()
+    page.get_by_role("link", name=CSV, exact=True).click()
     expect(page.locator("#live")).to_have_text("live", timeout=5000)
     kinds = page.locator("#log tr td:nth-child(3)")
     expect(kinds).to_have_text(["created"])
     ask(served, "export please")
     expect(kinds).to_have_text(["created", "attached"], timeout=5000)
-    served.api.post("/v1/jobs/export:csv/complete", json={"result": {"rows": 3}})
+    served.api.post(f"/v1/jobs/{CSV}/complete", json={"result": {"rows": 3}})
     expect(kinds).to_have_text(["created", "attached", "succeeded", "delivered"], timeout=10000)
 
 
@@ -267,15 +272,13 @@ def test_a_job_done_by_a_background_run_links_to_it_and_back(served: Served) -> 
     back to the job; a job without a run shows none."""
     create(served, "export:csv")
     create(served, "export:json")
-    served.app.store.create_run(
-        "run-for-job", "refund", {"id": "o-9"}, user_id="alice", job_id="export:csv"
-    )
-    job_page = served.page("/jobs/export:csv").text
+    served.app.store.create_run("run-for-job", "refund", {"id": "o-9"}, user_id="alice", job_id=CSV)
+    job_page = served.page(f"/jobs/{CSV}").text
     assert 'Background run</dt><dd><a href="/runs/run-for-job">run-for-job</a>' in job_page
     assert 'class="badge status-' in job_page
-    assert "Background run" not in served.page("/jobs/export:json").text
+    assert "Background run" not in served.page(f"/jobs/{JSON_ID}").text
     run_page = served.page("/runs/run-for-job").text
-    assert 'Doing the work of job</dt><dd><a href="/jobs/export:csv">export:csv</a>' in run_page
+    assert f'Doing the work of job</dt><dd><a href="/jobs/{CSV}">{CSV}</a>' in run_page
 
 
 def test_the_transcript_labels_function_responses_as_the_tools(page: Any, served: Served) -> None:
@@ -285,8 +288,8 @@ def test_the_transcript_labels_function_responses_as_the_tools(page: Any, served
 
     create(served, "export:csv")
     ask(served, "export please")
-    served.api.post("/v1/jobs/export:csv/complete", json={"result": {"rows": 3}})
-    page.get_by_role("link", name="export:csv", exact=True).click()
+    served.api.post(f"/v1/jobs/{CSV}/complete", json={"result": {"rows": 3}})
+    page.get_by_role("link", name=CSV, exact=True).click()
     transcript = page.locator("#transcript")
     expect(transcript).to_contain_text("export has finished: rows 3.", timeout=10000)
     responses = transcript.locator(".turn").filter(has_text="← export")

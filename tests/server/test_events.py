@@ -14,7 +14,12 @@ import pytest
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
 
+from longcall import job_id_for
 from server.conftest import Api
+
+# The api fixture's jobs, in their owners' namespaces.
+CSV = job_id_for("export:csv", "alice")
+JSON_ID = job_id_for("export:json", "bob")
 
 WAIT = 10.0  # seconds; streams poll every half second
 
@@ -134,7 +139,7 @@ def test_a_user_sees_only_their_own_jobs(api: Api, streams: list[Stream]) -> Non
         "POST", "/v1/jobs", api.admin, {"toolName": "sql", "jobId": "alices", "userId": "alice"}
     )
     assert alice.next("job", lambda data: True).data["jobId"] == "alices"
-    api.call("POST", "/v1/jobs/export:json/complete", api.bob, {"result": 1})
+    api.call("POST", f"/v1/jobs/{JSON_ID}/complete", api.bob, {"result": 1})
     assert alice.quiet("job", lambda data: data["userId"] != "alice")
 
 
@@ -150,11 +155,11 @@ def test_last_event_id_resumes_after_a_disconnect(api: Api, streams: list[Stream
 
 
 def test_a_jobs_event_log_streams_and_resumes_from_its_seq(api: Api, streams: list[Stream]) -> None:
-    path = "/v1/jobs/export:csv/events"
+    path = f"/v1/jobs/{CSV}/events"
     stream = open_stream(api, streams, path, api.alice)
-    assert stream.next("job", lambda data: True).data["jobId"] == "export:csv"
+    assert stream.next("job", lambda data: True).data["jobId"] == CSV
     for percent in (10, 20):
-        api.call("POST", "/v1/jobs/export:csv/progress", api.alice, {"progress": percent})
+        api.call("POST", f"/v1/jobs/{CSV}/progress", api.alice, {"progress": percent})
     tenth = stream.next("event", lambda data: data["data"]["data"] == 10)
     assert tenth.id == str(tenth.data["seq"])
     stream.close()
@@ -164,16 +169,16 @@ def test_a_jobs_event_log_streams_and_resumes_from_its_seq(api: Api, streams: li
 
 
 def test_the_event_log_is_still_json_without_the_stream_header(api: Api) -> None:
-    got = api.call("GET", "/v1/jobs/export:csv/events", api.alice)
+    got = api.call("GET", f"/v1/jobs/{CSV}/events", api.alice)
     assert got.status_code == 200 and got.json() == {"events": []}
 
 
 @pytest.mark.parametrize(
     ("path", "token_of", "headers", "status"),
     [
-        ("/v1/jobs/export:json/events", "alice", {}, 404),  # bob's job
+        (f"/v1/jobs/{JSON_ID}/events", "alice", {}, 404),  # bob's job
         ("/v1/jobs/nope/events", "admin", {}, 404),
-        ("/v1/jobs/export:csv/events", "alice", {"last-event-id": "x1"}, 422),
+        (f"/v1/jobs/{CSV}/events", "alice", {"last-event-id": "x1"}, 422),
         ("/v1/events", "admin", {"last-event-id": "not-a-cursor!"}, 422),
         ("/v1/events", None, {}, 401),
     ],

@@ -29,7 +29,8 @@ def test_metrics_count_jobs_webhooks_and_deliveries(db_url: str, live: Any) -> N
     app = longcall.App(db_url)
     agent = ask_for_export(app, user_id="alice", session_id="s1")
     secret = app.store.add_hook_secret("batch", new_secret()).secret
-    body = json.dumps({"jobId": "export:csv", "type": "complete", "result": {"rows": 1}}).encode()
+    job_id = longcall.job_id_for("export:csv", "alice")
+    body = json.dumps({"jobId": job_id, "type": "complete", "result": {"rows": 1}}).encode()
     with live(app) as client:
         headers = {**sign(body, secret, webhook_id="msg-1"), "content-type": "application/json"}
         for _ in range(2):  # the second is a duplicate

@@ -142,6 +142,7 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
     with longcall.App(url) as app:
         sample_agent.ask_for_export(app, user_id="ana", session_id="s1")
         _, token = app.store.create_token(user_id="ana")
+    anas = longcall.job_id_for("export:csv", "ana")
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -163,14 +164,14 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
         base = f"http://127.0.0.1:{port}"
         wait_until_healthy(base)
         done = httpx.post(
-            f"{base}/v1/jobs/export:csv/complete",
+            f"{base}/v1/jobs/{anas}/complete",
             json={"result": {"rows": 4}},
             headers={"authorization": f"Bearer {token}"},
         )
         assert done.status_code == 200 and done.json()["changed"] is True
         with longcall.App(url) as app:
             deadline = time.monotonic() + 20
-            while app.get_job("export:csv").delivery is not longcall.Delivery.DELIVERED:
+            while app.get_job(anas).delivery is not longcall.Delivery.DELIVERED:
                 assert time.monotonic() < deadline, "the worker never resumed the session"
                 time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
@@ -180,3 +181,71 @@ def test_serve_with_an_agent_runs_the_worker_and_resumes_over_http(tmp_path: Pat
             proc.kill()
         _, err = proc.communicate()
     assert "worker: deliveries to the agent, deadlines" in err
+
+
+def test_serve_login_ttl_and_public_origin(tmp_path: Path) -> None:
+    """--login-ttl sets how long a login lasts; --public-origin's form posts are accepted; the
+    start-up line names the login page, never a token."""
+    url = f"sqlite:///{tmp_path / 'svc.db'}"
+    with longcall.App(url) as app:
+        token = app.store.create_token(user_id="alice")[1]
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "longcall"),
+            "serve",
+            "--database",
+            url,
+            "--port",
+            str(port),
+            "--login-ttl",
+            "2s",
+            "--public-origin",
+            "https://longcall.example.com",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_healthy(base)
+        proxied = httpx.post(
+            f"{base}/login",
+            data={"token": token},
+            headers={"origin": "https://longcall.example.com"},
+        )
+        assert proxied.status_code == 303 and "max-age=2;" in proxied.headers["set-cookie"].lower()
+        elsewhere = httpx.post(
+            f"{base}/login", data={"token": token}, headers={"origin": "https://other.example.com"}
+        )
+        assert elsewhere.status_code == 403
+        cookies = proxied.cookies
+        assert httpx.get(f"{base}/v1/jobs", cookies=cookies).status_code == 200
+        time.sleep(2.5)
+        assert httpx.get(f"{base}/v1/jobs", cookies=cookies).status_code == 401
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _, err = proc.communicate()
+    assert f"open http://127.0.0.1:{port}/login and paste a token" in err
+    assert token not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--public-origin", "https://longcall.example.com/dashboard"),
+        ("--public-origin", "ftp://longcall.example.com"),
+        ("--public-origin", "https://longcall.example.com:99999"),
+        ("--login-ttl", "0s"),
+    ],
+)
+def test_serve_refuses_a_bad_public_origin_or_login_ttl(option: str, value: str) -> None:
+    """A public origin that is not scheme://host[:port], or a login ttl of 0: exit 2, said."""
+    result = CliRunner().invoke(main, ["serve", "--port", "0", option, value])
+    assert result.exit_code == 2, result.output
+    assert option in result.output

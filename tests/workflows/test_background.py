@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 
-from longcall import App, JobHandle, JobState, RetryPolicy, Rule, RunStatus, ScriptedAgent
+from longcall import (
+    App,
+    JobHandle,
+    JobState,
+    RetryPolicy,
+    Rule,
+    RunStatus,
+    ScriptedAgent,
+    job_id_for,
+)
 from longcall.errors import StoreUnavailable, WorkflowNotFound
 from longcall.scripted import FINAL_STATUSES
 from longcall.workflows import TaskContext
@@ -23,6 +32,10 @@ from longcall.workflows import TaskContext
 from .bg_procs import sql_rows, watch_locks
 
 CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
+
+
+# u1's report job: the tool's key in u1's namespace.
+REPORT = job_id_for("report:sales", "u1")
 
 
 def background_app(url: str) -> App:
@@ -339,7 +352,7 @@ def ask_for_report(app: App, agent: ScriptedAgent, session_id: str) -> str:
     (call,) = [c for e in events for c in e.function_calls]
     (pending,) = [r.response for e in events for r in e.function_responses]
     assert pending["status"] == "pending", pending
-    assert pending["jobId"] == "report:sales"
+    assert pending["jobId"] == REPORT
     return call.id
 
 
@@ -351,18 +364,18 @@ def test_a_run_doing_a_tools_job_completes_it_and_the_agent_hears_once(db_url: s
         call_id = ask_for_report(app, agent, "s1")
         (run_id,) = submitted
         run = app.get_run(run_id).run
-        assert (run.status, run.job_id, run.user_id) == (RunStatus.QUEUED, "report:sales", "u1")
-        assert app.get_job("report:sales").state is JobState.STARTED
+        assert (run.status, run.job_id, run.user_id) == (RunStatus.QUEUED, REPORT, "u1")
+        assert app.get_job(REPORT).state is JobState.STARTED
 
         drain(app, [run_id])
         assert app.get_run(run_id).run.result == {"q": "sales", "pages": 5}
-        job = app.get_job("report:sales")
+        job = app.get_job(REPORT)
         assert job.state is JobState.SUCCEEDED
         assert job.result == {"q": "sales", "pages": 5}
         assert asyncio.run(app.deliverer(agent).run_once()) == 1
         assert asyncio.run(app.deliverer(agent).run_once()) == 0
         assert final_responses(agent, "s1", call_id) == [
-            {"status": "succeeded", "jobId": "report:sales", "result": {"q": "sales", "pages": 5}}
+            {"status": "succeeded", "jobId": REPORT, "result": {"q": "sales", "pages": 5}}
         ]
         assert submitted == [run_id]
     finally:
@@ -377,13 +390,13 @@ def test_a_failed_run_fails_the_tools_job_and_the_agent_hears_once(db_url: str) 
         drain(app, submitted)
         (run_id,) = submitted
         assert app.get_run(run_id).status is RunStatus.FAILED
-        job = app.get_job("report:sales")
+        job = app.get_job(REPORT)
         assert job.state is JobState.FAILED
         assert asyncio.run(app.deliverer(agent).run_once()) == 1
         assert asyncio.run(app.deliverer(agent).run_once()) == 0
         (response,) = final_responses(agent, "s1", call_id)
         assert response["status"] == "failed"
-        assert response["jobId"] == "report:sales"
+        assert response["jobId"] == REPORT
         assert "no data for sales" in response["error"]
     finally:
         app.close()
@@ -403,7 +416,7 @@ def test_a_worker_running_during_the_turn_delivers_the_runs_result_once(db_url: 
         call_id = ask_for_report(app, agent, "s1")
         give_up = time.monotonic() + 30
         while not final_responses(agent, "s1", call_id):
-            assert time.monotonic() < give_up, app.get_job("report:sales")
+            assert time.monotonic() < give_up, app.get_job(REPORT)
             time.sleep(0.05)
         time.sleep(0.5)  # a second delivery would have come by now
     finally:
@@ -413,7 +426,7 @@ def test_a_worker_running_during_the_turn_delivers_the_runs_result_once(db_url: 
     try:
         assert not thread.is_alive()
         assert final_responses(agent, "s1", call_id) == [
-            {"status": "succeeded", "jobId": "report:sales", "result": {"q": "sales", "pages": 5}}
+            {"status": "succeeded", "jobId": REPORT, "result": {"q": "sales", "pages": 5}}
         ]
         (run_id,) = submitted
         assert app.get_run(run_id).status is RunStatus.COMPLETED
@@ -436,7 +449,7 @@ def test_a_queued_run_doing_a_job_reports_nothing_without_a_worker(db_url: str) 
             None,
             None,
         )
-        assert app.get_job("report:sales").state is JobState.STARTED
+        assert app.get_job(REPORT).state is JobState.STARTED
         assert final_responses(agent, "s1", call_id) == []
     finally:
         app.close()
@@ -452,7 +465,7 @@ def test_cancelling_a_queued_run_doing_a_job_ends_the_job_and_tells_the_agent(
         call_id = ask_for_report(app, agent, "s1")
         (run_id,) = submitted
         assert app.cancel_run(run_id).status is RunStatus.CANCELLED
-        assert app.get_job("report:sales").state is JobState.CANCELLED
+        assert app.get_job(REPORT).state is JobState.CANCELLED
         assert asyncio.run(app.deliverer(agent).run_once()) == 1
         (response,) = final_responses(agent, "s1", call_id)
         assert response["status"] == "cancelled"
@@ -505,7 +518,7 @@ def test_cancelling_a_running_run_doing_a_job_ends_the_job_and_tells_the_agent(
         details = app.get_run(run_id)
         assert details.status is RunStatus.CANCELLED
         assert [s.name for s in details.steps] == ["slow_part"]
-        assert app.get_job("slow:x").state is JobState.CANCELLED
+        assert app.get_job(job_id_for("slow:x", "u1")).state is JobState.CANCELLED
         assert asyncio.run(app.deliverer(agent).run_once()) == 1
         (response,) = final_responses(agent, "s1", call.id)
         assert response["status"] == "cancelled"

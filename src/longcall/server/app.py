@@ -40,6 +40,10 @@ class Settings:
     poll: float = 0.5  # how often an event stream looks for changes made by other processes
     keepalive: float = 15.0  # seconds between comments on a quiet event stream
     writes_per_token: int = DEFAULT_WRITES_PER_TOKEN  # writes in progress at once, per token
+    login_ttl: float = 12 * 3600.0  # seconds a dashboard login lasts
+    # The origin browsers reach the dashboard at when a proxy serves it under another name
+    # (``https://longcall.example.com``); requests naming the server itself are accepted too.
+    public_origin: str | None = None
 
 
 async def healthz(request: Request) -> Response:

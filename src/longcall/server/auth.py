@@ -11,9 +11,7 @@ from longcall.app import App
 from longcall.errors import StoreError
 from longcall.jobs import Job
 from longcall.server.errors import error
-
-# The dashboard keeps the token in this cookie (HttpOnly, SameSite=Strict).
-COOKIE = "longcall_token"
+from longcall.server.login_cookie import cookie_login
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +27,12 @@ async def authenticate(request: Request) -> Principal | Response:
     """The caller of a bearer-token request, or the 401/503 answer to send instead."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
-    if not header and COOKIE in request.cookies:
-        # The dashboard's pages and event streams: a browser cannot put a header on those.
-        scheme, token = "bearer", request.cookies[COOKIE]
+    if not header:
+        # The dashboard's pages, event streams and buttons: its login cookie, whose writes
+        # must also carry the page's CSRF token (see longcall.server.login_cookie).
+        login = await cookie_login(request)
+        if login is not None:
+            return login if isinstance(login, Response) else Principal(login.user_id, login.admin)
     if scheme.lower() != "bearer" or not token.strip():
         return _unauthorized("send an Authorization: Bearer <token> header")
     app: App = request.app.state.longcall

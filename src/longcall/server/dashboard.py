@@ -10,9 +10,9 @@ page can do nothing a token holder could not do with curl, and each button shows
 command; the buttons that cannot be taken back ask first. Nothing is loaded from anywhere but
 this server.
 
-This module logs the browser in and out and routes the pages; they live beside it:
-``dashboard_page`` (the layout and shared pieces), ``dashboard_jobs``, ``dashboard_runs`` and
-``dashboard_schedules``.
+This module routes the pages; they live beside it: ``dashboard_login`` (logging the browser
+in and out), ``dashboard_page`` (the layout and shared pieces), ``dashboard_jobs``,
+``dashboard_runs`` and ``dashboard_schedules``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from html import escape
 from pathlib import Path
-from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -29,12 +28,13 @@ from starlette.staticfiles import StaticFiles
 
 from longcall.app import App
 from longcall.errors import CronNotFound, JobNotFound, RunNotFound, StoreError
-from longcall.server.auth import COOKIE, Principal, authenticate
+from longcall.server import dashboard_login
+from longcall.server.auth import Principal, authenticate
 from longcall.server.dashboard_jobs import job_page, jobs_page
 from longcall.server.dashboard_page import HEADERS, layout
 from longcall.server.dashboard_runs import run_page, runs_page
 from longcall.server.dashboard_schedules import schedule_page, schedules_page
-from longcall.server.hooks import read_body
+from longcall.server.login_cookie import csrf_token, page_csrf
 
 STATIC = Path(__file__).with_name("static")
 Page = Callable[[Request, App, Principal], Awaitable[Response]]
@@ -47,52 +47,6 @@ MISSING: dict[type[Exception], tuple[str, str, str]] = {
 }
 
 
-def login_form(message: str = "", status: int = 200) -> Response:
-    error = f'<p class="error" role="alert">{escape(message)}</p>' if message else ""
-    main = f"""<main class="login"><h1>Log in</h1>{error}
-<p>Paste an API token; <code>longcall tokens create --user NAME</code> makes one.</p>
-<form method="post" action="/login"><label>Token
-<input name="token" type="password" autocomplete="off" required autofocus></label>
-<button type="submit">Log in</button></form></main>"""
-    return layout("Log in", main, status=status)
-
-
-async def login(request: Request) -> Response:
-    """``GET /login?token=…`` or the form's POST: set the cookie and go to the dashboard."""
-    token = request.query_params.get("token", "")
-    if request.method == "POST":
-        body = await read_body(request, 4096)
-        if isinstance(body, Response):
-            return body
-        token = parse_qs(body.decode(errors="replace")).get("token", [""])[0]
-    token = token.strip()
-    if not token:
-        return login_form()
-    app: App = request.app.state.longcall
-    try:
-        info = await app.in_thread(app.store.token_info, token)
-    except StoreError as exc:
-        return login_form(f"The store cannot be read: {exc}", 503)
-    if info is None:
-        return login_form("That token is unknown or revoked.", 401)
-    response = RedirectResponse("/", status_code=303, headers=HEADERS)
-    response.set_cookie(
-        COOKIE,
-        token,
-        httponly=True,
-        samesite="strict",
-        path="/",
-        secure=request.url.scheme == "https",
-    )
-    return response
-
-
-async def logout(request: Request) -> Response:
-    response = RedirectResponse("/login", status_code=303, headers=HEADERS)
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
-    return response
-
-
 def logged_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
     """A page for a logged-in caller; anyone else goes to /login."""
 
@@ -102,6 +56,10 @@ def logged_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
             if who.status_code == 401:
                 return RedirectResponse("/login", status_code=303, headers=HEADERS)
             return who
+        # The page carries its login's CSRF token for its buttons (none when a bearer header,
+        # not the cookie, authenticated the request).
+        login_id = getattr(request.state, "login_id", None)
+        csrf = page_csrf.set(csrf_token(login_id) if login_id else None)
         try:
             return await handler(request, request.app.state.longcall, who)
         except (JobNotFound, RunNotFound, CronNotFound) as exc:
@@ -112,6 +70,8 @@ def logged_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
         except StoreError as exc:
             main = f"<main><h1>The store cannot be read</h1><p>{escape(str(exc))}</p></main>"
             return layout("Unavailable", main, who, 503)
+        finally:
+            page_csrf.reset(csrf)
 
     return endpoint
 
@@ -123,7 +83,6 @@ ROUTES: list[BaseRoute] = [
     Route("/runs/{run_id:path}", logged_in(run_page), methods=["GET"]),
     Route("/schedules", logged_in(schedules_page), methods=["GET"]),
     Route("/schedules/{cron_id:path}", logged_in(schedule_page), methods=["GET"]),
-    Route("/login", login, methods=["GET", "POST"]),
-    Route("/logout", logout, methods=["GET"]),
+    *dashboard_login.ROUTES,
     Mount("/static", StaticFiles(directory=STATIC), name="static"),
 ]

@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, Response
 
 from longcall.jobs import JobEvent
 from longcall.server.auth import Principal
+from longcall.server.login_cookie import CSRF_FIELD, page_csrf
 from longcall.shapes import iso
 from longcall.store.runs import RunEvent
 
@@ -30,7 +31,8 @@ HEADERS = {
         "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",  # /login?token=… must not travel in a Referer
+    # Links to elsewhere do not tell where they were followed from (a job's page names it).
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
 }
 TOKEN_NOTE = (
@@ -82,17 +84,26 @@ def in_path(object_id: str) -> str:
 
 
 def layout(title: str, main: str, who: Principal | None = None, status: int = 200) -> Response:
-    account = ""
+    account, csrf_meta = "", ""
     if who is not None:
         name = "admin" if who.admin else who.user_id or ""
         account = (
             '<a href="/">Jobs</a><a href="/runs">Runs</a><a href="/schedules">Schedules</a>'
             '<span class="live" id="live">connecting…</span>'
-            f'<span class="who">{escape(name)}</span><a href="/logout">Log out</a>'
+            f'<span class="who">{escape(name)}</span>'
+        )
+    csrf = page_csrf.get()
+    if who is not None and csrf:
+        # dashboard.js sends it with every change it asks for; the logout form posts it.
+        csrf_meta = f'<meta name="csrf-token" content="{escape(csrf)}">\n'
+        account += (
+            '<form class="logout" method="post" action="/logout">'
+            f'<input type="hidden" name="{CSRF_FIELD}" value="{escape(csrf)}">'
+            '<button type="submit">Log out</button></form>'
         )
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
+{csrf_meta}<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{escape(title)} · longcall</title>
 <link rel="stylesheet" href="/static/dashboard.css">
 <link rel="icon" href="/static/favicon.svg">

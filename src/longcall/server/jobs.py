@@ -1,7 +1,10 @@
 """``/v1/jobs``: jobs for tools that run outside Python, their state, and what to do with them.
 
 A user's token sees and changes only that user's jobs: any other job answers 404, exactly as
-a job that does not exist. Every change goes through the same store operations as Python.
+a job that does not exist. A ``jobId`` it sends is a key in that user's namespace
+(:func:`~longcall.jobs.job_id_for`), and (session, call) is unique per user, so creating a job
+never tells whether another user's id or call exists. Every change goes through the same store
+operations as Python.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from starlette.routing import Route
 
 from longcall.app import App
 from longcall.errors import AttachConflict, JobNotFound, StoreError, WebhookError
-from longcall.jobs import CallIds, FinishOutcome, Job, JobState, parse_duration
+from longcall.jobs import CallIds, FinishOutcome, Job, JobState, job_id_for, parse_duration
 from longcall.server.auth import Principal, authenticate
 from longcall.server.checks import bounded, nul_in_body
 from longcall.server.errors import error
@@ -80,7 +83,17 @@ def deadline_seconds(value: str | float) -> float:
 
 class CreateJob(_Body):
     tool_name: Annotated[str, bounded("tool_name", alias="toolName")]
-    job_id: Annotated[str | None, bounded("job_key", alias="jobId")] = None
+    job_id: Annotated[
+        str | None,
+        bounded(
+            "job_key",
+            alias="jobId",
+            description=(
+                "the job's key: a user's token gets the job id key@<16 hex> (its own "
+                "namespace, see longcall.job_id_for); an admin's names the id in full"
+            ),
+        ),
+    ] = None
     args: dict[str, Any] = {}
     deadline: Duration | None = None
     app_name: Annotated[str | None, bounded("app_name", alias="appName")] = None
@@ -237,13 +250,21 @@ async def create_job(request: Request, app: App, who: Principal) -> Response:
     # The work runs outside Python: no on_cancel hook to call when it is cancelled or expires,
     # unless this server's own App has the tool with one.
     tool = app.tools.get(body.tool_name)
+    job_id, legacy_id = f"job-{uuid.uuid4().hex}", None
+    if body.job_id is not None and who.admin:
+        job_id = body.job_id  # an admin names the stored id in full
+    elif body.job_id is not None:
+        # A user's id lives in that user's namespace, so it can neither block another
+        # user's job nor tell whether one exists.
+        job_id, legacy_id = job_id_for(body.job_id, ids.user_id), body.job_id
     new = NewJob(
-        body.job_id or f"job-{uuid.uuid4().hex}",
+        job_id,
         body.tool_name,
         body.args,
         ids,
         deadline,
         cancel_hook=tool is not None and tool.on_cancel is not None,
+        legacy_id=legacy_id,
     )
     try:
         job, created = await app.in_thread(

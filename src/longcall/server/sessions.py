@@ -1,9 +1,10 @@
 """``/v1/sessions/{sessionId}/transcript``: the conversation a job's results went back into.
 
-A session is visible through its jobs: a caller who may see a job of the session may read
-its transcript. The agent runner the server was given tells the conversation (any
-:class:`~longcall.agents.TranscriptSource`); without one, the scripted agent's sessions in
-longcall's own store still can be read.
+A session is the pair (user, session id): a user reads only their own, and only once they
+have a job in it; another user's session of the same id answers 404 exactly as one that does
+not exist. An admin reads any user's with ``?user=``. The agent runner the server was given
+tells the conversation (any :class:`~longcall.agents.TranscriptSource`); without one, the
+scripted agent's sessions in longcall's own store still can be read.
 """
 
 from __future__ import annotations
@@ -38,17 +39,14 @@ def event_json(event: AgentEvent) -> dict[str, Any]:
 
 async def transcript(request: Request, app: App, who: Principal) -> Response:
     session_id = request.path_params["session_id"]
-    jobs = await app.list_jobs_async(
-        session_id=session_id, user_id=None if who.admin else who.user_id, limit=1
-    )
-    if not jobs or jobs[0].user_id is None:
+    user_id = await _session_user(request, app, who, session_id)
+    if user_id is None:
         return error(404, "session_not_found", f"no session {session_id!r}", "sessionId")
-    user_id = jobs[0].user_id
     agent = request.app.state.agent
     if isinstance(agent, TranscriptSource):
         events = await agent.transcript(user_id=user_id, session_id=session_id)
     else:
-        stored = await app.in_thread(app.store.session_events, session_id)
+        stored = await app.in_thread(app.store.session_events, session_id, user_id=user_id)
         events = [event_from_content(e.author, e.invocation_id, e.content) for e in stored]
     return JSONResponse(
         {
@@ -57,6 +55,25 @@ async def transcript(request: Request, app: App, who: Principal) -> Response:
             "events": [event_json(e) for e in events],
         }
     )
+
+
+async def _session_user(request: Request, app: App, who: Principal, session_id: str) -> str | None:
+    """Whose session (user, ``session_id``) to read: the caller's own, or for an admin the
+    ``?user=`` named (else the user of the session's newest job); None when there is none.
+
+    A session exists for a user once that user has a job in it, so a session id that only
+    another user has reads exactly as one that nobody has.
+    """
+    if who.admin:
+        wanted = request.query_params.get("user")
+    else:
+        wanted = who.user_id
+        if wanted is None:
+            return None
+    jobs = await app.list_jobs_async(session_id=session_id, user_id=wanted, limit=1)
+    if not jobs or jobs[0].user_id is None:
+        return None
+    return jobs[0].user_id
 
 
 ROUTES = [

@@ -216,9 +216,18 @@ def paths() -> dict[str, Any]:
         },
         "/v1/sessions/{sessionId}/transcript": {
             "get": {
-                "summary": "The conversation of a session the caller has a job in.",
+                "summary": "The conversation of the caller's session (user, sessionId), once "
+                "the caller has a job in it; another user's session of that id is a 404.",
                 "security": AUTH,
-                "parameters": [path_id("sessionId")],
+                "parameters": [
+                    path_id("sessionId"),
+                    query(
+                        "user",
+                        "admin tokens only: whose session to read (default: the user of the "
+                        "session's newest job); ignored for a user's token",
+                        {"type": "string"},
+                    ),
+                ],
                 "responses": {
                     "200": json_answer(ref("Transcript"), "Its events, in order."),
                     **errors(*READ_ERRORS),

@@ -37,6 +37,7 @@ from longcall.store.core import (
 )
 from longcall.store.cron import CronOps
 from longcall.store.hooks import HookOps, HookSecret
+from longcall.store.logins import LoginOps
 from longcall.store.runs import Run, RunOps, RunStatus
 from longcall.store.sessions import SessionEvent, SessionOps
 from longcall.store.tokens import TokenInfo, TokenOps
@@ -76,6 +77,9 @@ class NewJob:
     # Whether the tool declared an on_cancel hook: a cancel or an expiry queues the hook's
     # outbox item only then. True when unknown, so that no hook call is ever lost.
     cancel_hook: bool = True
+    # The id the same key had before job ids were namespaced per user (schema 8): a job of
+    # the same user under it is this job, so an upgrade never starts the same work twice.
+    legacy_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +147,7 @@ def job_from_row(row: Row) -> Job:
     )
 
 
-class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps, WorkerOps):
+class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps):
     """The job table and its companions, on one database."""
 
     dialect: str
@@ -225,6 +229,9 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps, WorkerOps):
         now = self._now()
 
         def work(tx: Tx) -> tuple[Job, bool]:
+            legacy = self._legacy_job(tx, new)
+            if legacy is not None:
+                return legacy, False
             try:
                 row = tx.one(
                     "insert_job",
@@ -266,6 +273,21 @@ class Store(SessionOps, HookOps, TokenOps, RunOps, CronOps, WorkerOps):
             return job_from_row(row), True
 
         return self._transact(work)
+
+    def _legacy_job(self, tx: Tx, new: NewJob) -> Job | None:
+        """The same user's job under ``new.legacy_id``, while ``new.job_id`` does not exist.
+
+        Another user's job (or one without a user) under the bare id is never it: that is
+        exactly the squatting the namespaced ids prevent.
+        """
+        if new.legacy_id is None or new.legacy_id == new.job_id or new.ids.user_id is None:
+            return None
+        if tx.one("get_job", job_id=new.job_id) is not None:
+            return None
+        row = tx.one("get_job", job_id=new.legacy_id)
+        if row is None or row["user_id"] != new.ids.user_id:
+            return None
+        return job_from_row(row)
 
     def finish_dispatch(self, job_id: str, message: str | None) -> None:
         """The work was submitted: drop the outbox row and keep the pending message."""

@@ -58,13 +58,20 @@ class SessionOps(StoreCore):
         self._transact(work)
         self._after_ready()
 
-    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> None:
+    def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> str:
+        """Create the session for ``user_id`` unless it exists; return whose it is (the user
+        who first used the id keeps it)."""
         now = self._now()
-        self._transact(
-            lambda tx: tx.run(
+
+        def work(tx: Tx) -> str:
+            tx.run(
                 "insert_session", session_id=session_id, app_name=app_name, user_id=user_id, now=now
             )
-        )
+            row = tx.one("get_session", session_id=session_id)
+            assert row is not None
+            return str(row["user_id"])
+
+        return self._transact(work)
 
     def append_session_events(
         self, session_id: str, events: Iterable[tuple[str, str, dict[str, Any], str | None]]
@@ -104,10 +111,24 @@ class SessionOps(StoreCore):
 
         return self._transact(work)
 
-    def session_events(self, session_id: str, *, after: int = 0) -> list[SessionEvent]:
-        rows = self._transact(
-            lambda tx: tx.all("session_events", session_id=session_id, after=after), write=False
-        )
+    def session_owner(self, session_id: str) -> str | None:
+        """The user whose scripted-agent session this is (None: no such session)."""
+        row = self._transact(lambda tx: tx.one("get_session", session_id=session_id), write=False)
+        return None if row is None else str(row["user_id"])
+
+    def session_events(
+        self, session_id: str, *, after: int = 0, user_id: str | None = None
+    ) -> list[SessionEvent]:
+        """The session's events after ``after``; with ``user_id``, none unless it is theirs."""
+
+        def work(tx: Tx) -> list[Any]:
+            if user_id is not None:
+                owner = tx.one("get_session", session_id=session_id)
+                if owner is None or owner["user_id"] != user_id:
+                    return []
+            return tx.all("session_events", session_id=session_id, after=after)
+
+        rows = self._transact(work, write=False)
         return [
             SessionEvent(
                 r["session_id"],

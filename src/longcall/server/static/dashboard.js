@@ -125,10 +125,15 @@ const lastSeqOf = (log) => Math.max(
   0, ...[...log.querySelectorAll('tr[data-seq]')].map((r) => Number(r.dataset.seq)),
 );
 
+// The login's CSRF token, which the server wrote into the page: a change the login cookie
+// authenticates is refused without it, so no other page (not even one on this host at
+// another port, which gets the cookie too) can make one.
+const csrfToken = document.querySelector('meta[name="csrf-token"]')?.content ?? '';
+
 async function api(path, body, method = body === undefined ? 'GET' : 'POST') {
-  const options = {
-    method, credentials: 'same-origin', headers: { 'content-type': 'application/json' },
-  };
+  const headers = { 'content-type': 'application/json' };
+  if (method !== 'GET') headers['x-csrf-token'] = csrfToken;
+  const options = { method, credentials: 'same-origin', headers };
   if (body !== undefined) options.body = JSON.stringify(body);
   const response = await fetch(path, options);
   if (response.status === 401) {
@@ -367,7 +372,9 @@ function jobPage() {
     const note = (text) => transcript.replaceChildren(el('li', 'note', text));
     if (!job.sessionId) return note('This job is not attached to an agent session.');
     try {
-      const data = await api(`/v1/sessions/${encodeURIComponent(job.sessionId)}/transcript`);
+      // A session is (user, session id): name the job's user (only an admin's token uses it).
+      const user = job.userId ? `?user=${encodeURIComponent(job.userId)}` : '';
+      const data = await api(`/v1/sessions/${encodeURIComponent(job.sessionId)}/transcript${user}`);
       if (ticket !== loads) return;
       if (data.events.length) transcript.replaceChildren(...data.events.map(turn));
       else note('The session has no events yet.');

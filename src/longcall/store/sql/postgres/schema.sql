@@ -46,8 +46,9 @@ CREATE TABLE lc_jobs (
 CREATE INDEX lc_jobs_ready ON lc_jobs (available_at) WHERE delivery = 'ready';
 -- The sweeper reads only open rows, oldest deadline first.
 CREATE INDEX lc_jobs_deadline ON lc_jobs (deadline_at) WHERE state = 'started';
--- One job per function call.
-CREATE UNIQUE INDEX lc_jobs_call ON lc_jobs (session_id, call_id) WHERE call_id IS NOT NULL;
+-- One job per function call: per (user, session, call) since schema 8, no user counting as ''.
+CREATE UNIQUE INDEX lc_jobs_call ON lc_jobs (session_id, call_id, COALESCE(user_id, ''))
+    WHERE call_id IS NOT NULL;
 CREATE INDEX lc_jobs_created ON lc_jobs (created_at, job_id);
 CREATE INDEX lc_jobs_state_created ON lc_jobs (state, created_at, job_id);
 
@@ -278,3 +279,13 @@ CREATE TABLE lc_workers (
     heartbeat_at DOUBLE PRECISION NOT NULL,
     expires_at   DOUBLE PRECISION NOT NULL
 );
+
+-- The dashboard's logins (schema 9): only the digest of the id in the browser's cookie; a
+-- login is found only through a live token, so revoking the token ends it.
+CREATE TABLE lc_logins (
+    login_hash  TEXT PRIMARY KEY,
+    token_id    TEXT NOT NULL REFERENCES lc_tokens (token_id) ON DELETE CASCADE,
+    created_at  DOUBLE PRECISION NOT NULL,
+    expires_at  DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX lc_logins_expires ON lc_logins (expires_at);
