@@ -9,8 +9,11 @@ import json
 import pytest
 
 from longcall.ids import JOB_ID_MAX, MAX_DEADLINE_SECONDS
+from longcall.jobs import job_id_for
 from longcall.webhooks import new_secret
 from server.conftest import Api
+
+ALICE_JOB = job_id_for("export:csv", "alice")  # the api fixture's job of alice's
 
 
 @pytest.mark.parametrize(
@@ -87,9 +90,9 @@ def test_a_deadline_that_is_no_duration_is_422(api: Api, deadline: object) -> No
     assert [j["toolName"] for j in api.call("GET", "/v1/jobs", api.alice).json()["jobs"]] == [
         "export"
     ]
-    extended = api.call("POST", "/v1/jobs/export:csv/extend", api.alice, {"deadline": deadline})
+    extended = api.call("POST", f"/v1/jobs/{ALICE_JOB}/extend", api.alice, {"deadline": deadline})
     assert extended.status_code == 422, extended.text
-    assert api.app.get_job("export:csv").deadline_at is None
+    assert api.app.get_job(ALICE_JOB).deadline_at is None
 
 
 def test_an_empty_cron_expression_is_refused_as_the_spec_says(api: Api) -> None:
@@ -130,7 +133,7 @@ def test_a_non_ascii_webhook_id_verifies(api: Api) -> None:
     standardwebhooks = pytest.importorskip("standardwebhooks")
     secret = new_secret()
     api.app.store.add_hook_secret("batch", secret)
-    body = json.dumps({"jobId": "export:csv", "type": "complete", "result": {"rows": 3}})
+    body = json.dumps({"jobId": ALICE_JOB, "type": "complete", "result": {"rows": 3}})
     webhook_id = "msg_Übermorgen_東京_😀"
     now = datetime.datetime.now(datetime.UTC)
     signature = standardwebhooks.Webhook(secret).sign(webhook_id, now, body)
@@ -145,7 +148,7 @@ def test_a_non_ascii_webhook_id_verifies(api: Api) -> None:
     assert got.json()["outcome"] == "applied"
     again = api.client.post("/v1/hooks/batch", content=body.encode(), headers=headers)
     assert again.status_code == 200 and again.json()["outcome"] == "duplicate"
-    assert api.app.get_job("export:csv").result == {"rows": 3}
+    assert api.app.get_job(ALICE_JOB).result == {"rows": 3}
 
 
 def test_a_webhook_id_that_is_not_utf8_is_400(api: Api) -> None:

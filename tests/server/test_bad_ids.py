@@ -10,6 +10,7 @@ Then 50 such requests at once must not slow another user's requests.
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import statistics
 import threading
@@ -21,8 +22,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from longcall.jobs import job_id_for
 from longcall.webhooks import new_secret, sign
 from server.conftest import Api
+
+ALICE_JOB = job_id_for("export:csv", "alice")  # the api fixture's job of alice's
 
 HUGE = "\U0001f600" * 1000  # 4,000 bytes: past what a PostgreSQL index keeps
 NUL = "a\x00b"
@@ -91,8 +95,8 @@ BODIES = [
     *(("/v1/jobs", {**CREATE_JOB, field: None}) for field in CREATE_JOB),
     *(("/v1/jobs", {**CREATE_JOB, field: None}) for field in ("appName", "invocationId")),
     ("/v1/jobs", {**CREATE_JOB, "userId": None}),
-    ("/v1/jobs/export:csv/attach", {"sessionId": None}),
-    ("/v1/jobs/export:csv/attach", {"callId": None}),
+    (f"/v1/jobs/{ALICE_JOB}/attach", {"sessionId": None}),
+    (f"/v1/jobs/{ALICE_JOB}/attach", {"callId": None}),
     ("/v1/runs", {"workflowId": None}),
     ("/v1/runs", {"workflowId": "greet", "userId": None}),
     *(
@@ -112,8 +116,8 @@ SPOTS = [
     *(Spot(m, p) for m, p in PATHS),
     *(Spot("GET", p, query=q) for p, names in QUERIES for q in names),
     *(Spot("POST", p, body=b) for p, b in BODIES),
-    Spot("POST", "/v1/jobs/export:csv/fail", body={"error": None}, free_text=True),
-    Spot("POST", "/v1/jobs/export:csv/cancel", body={"reason": None}, free_text=True),
+    Spot("POST", f"/v1/jobs/{ALICE_JOB}/fail", body={"error": None}, free_text=True),
+    Spot("POST", f"/v1/jobs/{ALICE_JOB}/cancel", body={"reason": None}, free_text=True),
     Spot("POST", "/v1/runs", header="idempotency-key", body={"workflowId": "greet"}),
     Spot("GET", "/v1/events", header="last-event-id"),
 ]
@@ -174,7 +178,7 @@ def test_a_nul_in_a_header_is_400(api: Api, path: str, header: str) -> None:
 
 
 def signed_delivery(api: Api, webhook_id: str) -> dict[str, str]:
-    body = b'{"jobId": "export:csv", "type": "complete", "result": 1}'
+    body = json.dumps({"jobId": ALICE_JOB, "type": "complete", "result": 1}).encode()
     headers = sign(body, api.app.store.hook_secrets("batch")[0].secret, webhook_id=webhook_id)
     return {**headers, "content-type": "application/json"}
 
@@ -182,14 +186,14 @@ def signed_delivery(api: Api, webhook_id: str) -> dict[str, str]:
 def test_an_oversize_webhook_id_is_400_before_anything_is_stored(api: Api) -> None:
     """A signed delivery whose webhook-id is too long: 400 at once, the job left as it was."""
     api.app.store.add_hook_secret("batch", new_secret())
-    body = b'{"jobId": "export:csv", "type": "complete", "result": 1}'
+    body = json.dumps({"jobId": ALICE_JOB, "type": "complete", "result": 1}).encode()
     headers = signed_delivery(api, "m" * 3000)
     started = time.monotonic()
     got = api.client.post("/v1/hooks/batch", content=body, headers=headers)
     assert time.monotonic() - started < 1.0
     assert got.status_code == 400, got.text
     assert got.json()["error"]["field"] == "webhook-id"
-    assert api.app.get_job("export:csv").state.value == "started"
+    assert api.app.get_job(ALICE_JOB).state.value == "started"
 
 
 def test_flooding_bad_ids_leaves_other_users_served(api: Api) -> None:
@@ -237,7 +241,7 @@ def test_flooding_bad_ids_leaves_other_users_served(api: Api) -> None:
             while not done.is_set() or n < 20:
                 started = time.monotonic()
                 if n % 2:
-                    got = client.get("/v1/jobs/export:csv", headers=headers)
+                    got = client.get(f"/v1/jobs/{ALICE_JOB}", headers=headers)
                     assert got.status_code == 200, got.text
                 else:
                     body = {"toolName": "export", "jobId": f"{prefix}-{n}"}

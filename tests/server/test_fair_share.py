@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 
 import longcall
+from longcall.jobs import job_id_for
 from longcall.server import runner
 from longcall.server.app import Settings
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN
@@ -70,7 +71,7 @@ def test_a_token_past_its_share_of_writes_gets_429_while_others_write(api: Api) 
         assert [create(api, api.alice, f"alice-{i}") for i in range(6)] == [201] * 6
     assert create(api, api.bob, "bob-5") == 201  # his writes ended: his share is free
     mine = {j["jobId"] for j in api.call("GET", "/v1/jobs", api.bob).json()["jobs"]}
-    assert {"bob-1", "bob-2", "bob-3", "bob-4", "bob-5"} <= mine
+    assert {job_id_for(f"bob-{i}", "bob") for i in range(1, 6)} <= mine
     assert DEFAULT_WRITES_PER_TOKEN == 4
 
 
