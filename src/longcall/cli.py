@@ -340,6 +340,14 @@ def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None
     help="Your AgentRunner, as package.module:name: runs the worker loops here.",
 )
 @click.option("--no-worker", is_flag=True, help="Serve the API only, even with an --agent.")
+@click.option(
+    "--writes-per-token",
+    envvar="LONGCALL_WRITES_PER_TOKEN",
+    type=click.IntRange(1, 10_000),
+    default=4,
+    show_default=True,
+    help="Writes one token may have in progress at once; more are answered 429.",
+)
 def serve(
     database: str,
     host: str,
@@ -350,6 +358,7 @@ def serve(
     app_spec: str | None,
     agent_spec: str | None,
     no_worker: bool,
+    writes_per_token: int,
 ) -> None:
     """Run the HTTP service, and with --app/--agent the worker loops too, until SIGTERM."""
     try:
@@ -362,7 +371,12 @@ def serve(
         raise click.UsageError("--agent needs --app (the App whose tools the agent calls)")
     if login_ttl <= 0:
         raise click.BadParameter("a login must last longer than 0s", param_hint="--login-ttl")
-    settings = Settings(tolerance=tolerance, login_ttl=login_ttl, public_origin=public_origin)
+    settings = Settings(
+        tolerance=tolerance,
+        login_ttl=login_ttl,
+        public_origin=public_origin,
+        writes_per_token=writes_per_token,
+    )
     if app_spec:
         from longcall.app import App
 

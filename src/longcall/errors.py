@@ -7,6 +7,8 @@
     ├── StoreError                  the database misbehaved
     │   ├── StoreUnavailable        could not reach or write to it (after retries)
     │   └── SchemaError             schema missing, older (`longcall migrate`) or newer
+    ├── InvalidValue                a value no store keeps (a NUL, an id over its bound);
+    │                                   refused before any SQL, never retried
     ├── JobNotFound                 no job with that id
     ├── AttachConflict              the job is already joined to a different session or call
     ├── ToolArgumentsError          a tool was called with missing or wrongly typed arguments
@@ -58,6 +60,22 @@ class StoreUnavailable(StoreError):
 
 class SchemaError(StoreError):
     """The database schema is missing, older than this code, or newer than it."""
+
+
+class InvalidValue(LongcallError, ValueError):
+    """A value the store refuses to keep or look up: a NUL character, an id longer than its
+    bound, or one the database itself refused as data (SQLSTATE classes 22, 23 and 54).
+    Raised at once, never retried: the same value would fail the same way.
+
+    ``field`` names the value (a query parameter's name such as ``session_id``); ``nul`` is
+    True when a NUL character was the problem.
+    """
+
+    def __init__(self, field: str, problem: str, *, nul: bool = False) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+        self.nul = nul
 
 
 class JobNotFound(LongcallError):

@@ -8,14 +8,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from longcall.agents import AgentRunner
 from longcall.app import App
-from longcall.errors import LongcallError
+from longcall.errors import InvalidValue, LongcallError
 from longcall.server import (
+    checks,
     cron,
     dashboard,
     events,
@@ -28,6 +30,7 @@ from longcall.server import (
     workers,
 )
 from longcall.server.errors import error
+from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, WriteShare
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,7 @@ class Settings:
     max_body: int = hooks.MAX_BODY
     poll: float = 0.5  # how often an event stream looks for changes made by other processes
     keepalive: float = 15.0  # seconds between comments on a quiet event stream
+    writes_per_token: int = DEFAULT_WRITES_PER_TOKEN  # writes in progress at once, per token
     login_ttl: float = 12 * 3600.0  # seconds a dashboard login lasts
     # The origin browsers reach the dashboard at when a proxy serves it under another name
     # (``https://longcall.example.com``); requests naming the server itself are accepted too.
@@ -47,11 +51,19 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
+    """Ready when the schema is current and the store is not failing: requests waiting in
+    the store's retries (a database away, a disk full) make this 503 with the reason."""
     app: App = request.app.state.longcall
+    reasons = []
+    trouble = app.store.retries.trouble()
+    if trouble is not None:
+        reasons.append(trouble)
     try:
         await app.in_thread(app.store.check_schema)
     except LongcallError as exc:
-        return JSONResponse({"status": "unavailable", "reasons": [str(exc)]}, status_code=503)
+        reasons.append(str(exc))
+    if reasons:
+        return JSONResponse({"status": "unavailable", "reasons": reasons}, status_code=503)
     return JSONResponse({"status": "ready"})
 
 
@@ -60,7 +72,26 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    return error(405, "method_not_allowed", f"{request.method} is not served at {request.url.path}")
+    """405, with ``Allow`` listing the methods of every route at this path (several routes
+    may share one, each with its methods)."""
+    allowed: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "\x00"})
+        if match is not Match.NONE and isinstance(route, Route) and route.methods:
+            allowed |= route.methods
+    response = error(
+        405, "method_not_allowed", f"{request.method} is not served at {request.url.path}"
+    )
+    response.headers["allow"] = ", ".join(sorted(allowed))
+    return response
+
+
+async def invalid_value(request: Request, exc: Exception) -> Response:
+    """A value the store refused before (or instead of) writing it: the caller's to fix."""
+    assert isinstance(exc, InvalidValue)
+    if exc.nul:
+        return error(400, "bad_request", str(exc), exc.field)
+    return error(422, "invalid_value", str(exc), exc.field)
 
 
 def create_app(
@@ -71,6 +102,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(web: Starlette) -> AsyncIterator[None]:
         web.state.closing.clear()
+        app.store.retries.restart()
         try:
             yield
         finally:
@@ -95,8 +127,17 @@ def create_app(
         ],
         lifespan=lifespan,
         # Even the router's own refusals answer in the API's error shape.
-        exception_handlers={404: not_found, 405: method_not_allowed},
+        exception_handlers={
+            404: not_found,
+            405: method_not_allowed,
+            InvalidValue: invalid_value,
+        },
+        middleware=[
+            Middleware(SafeHeaders),
+            Middleware(WriteShare, per_token=(settings or Settings()).writes_per_token),
+        ],
     )
+    checks.guard(web.router.routes)
     web.state.longcall = app
     web.state.agent = agent
     web.state.settings = settings or Settings()

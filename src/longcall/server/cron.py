@@ -49,6 +49,7 @@ from longcall.errors import (
     WorkflowNotFound,
 )
 from longcall.server.auth import Principal
+from longcall.server.checks import bounded
 from longcall.server.errors import error
 from longcall.server.jobs import Handler, _Body, authorized, body_of, whole_number
 from longcall.shapes import cron_json, fire_json, iso, zoned_times
@@ -113,17 +114,17 @@ def listed_json(app: App, crons: list[Cron]) -> list[dict[str, Any]]:
 
 # -- requests ---------------------------------------------------------------------------------
 
-Name = Annotated[str, pydantic.Field(min_length=1, max_length=200)]
-WorkflowId = Annotated[str, pydantic.Field(min_length=1, max_length=200)]
+Name = Annotated[str, bounded("cron_name")]
+WorkflowId = Annotated[str, bounded("workflow_id")]
 Expression = Annotated[
     str,
-    pydantic.Field(
-        max_length=200,
+    bounded(
+        "cron_expression",
         description="5 fields (minute hour day-of-month month day-of-week), 6 with seconds "
         "first, or @yearly @monthly @weekly @daily @hourly …",
     ),
 ]
-Zone = Annotated[str, pydantic.Field(max_length=100, description="An IANA name: Europe/Berlin")]
+Zone = Annotated[str, bounded("timezone", description="An IANA name: Europe/Berlin")]
 CatchUp = Annotated[int, pydantic.Field(ge=0, le=MAX_CATCH_UP)]
 
 
@@ -137,7 +138,7 @@ class CreateCron(_Body):
     misfire_policy: MisfirePolicy = pydantic.Field(MisfirePolicy.SKIP, alias="misfirePolicy")
     catch_up_max: CatchUp = pydantic.Field(0, alias="catchUpMax")
     paused: bool = False
-    user_id: Annotated[str | None, pydantic.Field(alias="userId", min_length=1)] = None
+    user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
 
 
 class UpdateCron(_Body):
@@ -270,7 +271,7 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
     if not (whole_number(limit_text) and 1 <= int(limit_text) <= 200):
         return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
     after = None
-    if "cursor" in q:
+    if q.get("cursor"):  # an empty cursor= is the first page
         after = _read_cursor(q["cursor"])
         if after is None:
             return error(422, "invalid_query", "the cursor is not one this API gave", "cursor")

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 
 from longcall.app import App
 from longcall.errors import StoreError, WebhookError
+from longcall.server.checks import bounded, nul_in_body, webhook_headers
 from longcall.server.errors import error
 from longcall.webhooks import verify
 
@@ -34,7 +35,7 @@ KINDS = ("complete", "fail", "cancel", "progress")
 class _Base(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", populate_by_name=True)
 
-    job_id: Annotated[str, pydantic.Field(alias="jobId", min_length=1, max_length=512)]
+    job_id: Annotated[str, bounded("job_id", alias="jobId")]
 
 
 class Complete(_Base):
@@ -104,6 +105,9 @@ async def receive(request: Request) -> Response:
     body = await read_body(request, settings.max_body)
     if isinstance(body, Response):
         return body
+    headers = webhook_headers(request.headers)  # before the store is asked anything
+    if isinstance(headers, Response):
+        return headers
     try:
         secrets = [s.secret for s in await app.in_thread(app.store.hook_secrets, source)]
     except StoreError as exc:
@@ -114,7 +118,7 @@ async def receive(request: Request) -> Response:
     try:
         message = verify(
             body,
-            request.headers,
+            headers,
             secrets,
             tolerance=settings.tolerance,
             now=app.clock.now(),
@@ -122,6 +126,9 @@ async def receive(request: Request) -> Response:
         )
     except WebhookError as exc:
         return error(exc.http_status, exc.code, str(exc))
+    refused = nul_in_body(message.payload)
+    if refused is not None:
+        return refused
     try:
         delivery = _DELIVERY.validate_python(message.payload)
     except pydantic.ValidationError as exc:

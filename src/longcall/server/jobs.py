@@ -25,6 +25,7 @@ from longcall.app import App
 from longcall.errors import AttachConflict, JobNotFound, StoreError, WebhookError
 from longcall.jobs import CallIds, FinishOutcome, Job, JobState, job_id_for, parse_duration
 from longcall.server.auth import Principal, authenticate
+from longcall.server.checks import bounded, nul_in_body
 from longcall.server.errors import error
 from longcall.server.hooks import read_body
 from longcall.shapes import event_json, job_json
@@ -57,8 +58,9 @@ class _Body(pydantic.BaseModel):
 
 
 MAX_DEADLINE = 10 * 365 * 86400.0  # seconds; further than this is a mistake, not a plan
+# Strict: pydantic would read true and false as 1 and 0 seconds.
 Duration = Annotated[
-    str | float,
+    pydantic.StrictStr | pydantic.StrictFloat,
     pydantic.WithJsonSchema(
         {
             "description": "seconds from now, or like '45m', '1h30m', '2d' (up to 10 years)",
@@ -80,13 +82,12 @@ def deadline_seconds(value: str | float) -> float:
 
 
 class CreateJob(_Body):
-    tool_name: Annotated[str, pydantic.Field(alias="toolName", min_length=1, max_length=200)]
+    tool_name: Annotated[str, bounded("tool_name", alias="toolName")]
     job_id: Annotated[
         str | None,
-        pydantic.Field(
+        bounded(
+            "job_key",
             alias="jobId",
-            min_length=1,
-            max_length=512,
             description=(
                 "the job's key: a user's token gets the job id key@<16 hex> (its own "
                 "namespace, see longcall.job_id_for); an admin's names the id in full"
@@ -95,23 +96,26 @@ class CreateJob(_Body):
     ] = None
     args: dict[str, Any] = {}
     deadline: Duration | None = None
-    app_name: Annotated[str | None, pydantic.Field(alias="appName")] = None
-    user_id: Annotated[str | None, pydantic.Field(alias="userId")] = None
-    session_id: Annotated[str | None, pydantic.Field(alias="sessionId")] = None
-    call_id: Annotated[str | None, pydantic.Field(alias="callId")] = None
-    invocation_id: Annotated[str | None, pydantic.Field(alias="invocationId")] = None
+    app_name: Annotated[str | None, bounded("app_name", alias="appName")] = None
+    user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
+    session_id: Annotated[str | None, bounded("session_id", alias="sessionId")] = None
+    call_id: Annotated[str | None, bounded("call_id", alias="callId")] = None
+    invocation_id: Annotated[str | None, bounded("invocation_id", alias="invocationId")] = None
 
 
 class Complete(_Body):
     result: Any = None
 
 
+FreeText = Annotated[str, bounded("text")]  # anything but NUL
+
+
 class Fail(_Body):
-    error: str | dict[str, Any]
+    error: FreeText | dict[str, Any]
 
 
 class Cancel(_Body):
-    reason: str | None = None
+    reason: FreeText | None = None
 
 
 class Progress(_Body):
@@ -120,10 +124,10 @@ class Progress(_Body):
 
 
 class Attach(_Body):
-    app_name: Annotated[str | None, pydantic.Field(alias="appName")] = None
-    session_id: Annotated[str | None, pydantic.Field(alias="sessionId")] = None
-    call_id: Annotated[str | None, pydantic.Field(alias="callId")] = None
-    invocation_id: Annotated[str | None, pydantic.Field(alias="invocationId")] = None
+    app_name: Annotated[str | None, bounded("app_name", alias="appName")] = None
+    session_id: Annotated[str | None, bounded("session_id", alias="sessionId")] = None
+    call_id: Annotated[str | None, bounded("call_id", alias="callId")] = None
+    invocation_id: Annotated[str | None, bounded("invocation_id", alias="invocationId")] = None
 
 
 class Extend(_Body):
@@ -142,6 +146,9 @@ async def body_of(request: Request, model: type[M]) -> M | Response:
         data = parse_json(raw) if raw else {}
     except WebhookError as exc:
         return error(400, "bad_request", str(exc))
+    refused = nul_in_body(data)
+    if refused is not None:
+        return refused
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
@@ -196,7 +203,7 @@ async def list_jobs(request: Request, app: App, who: Principal) -> Response:
     if not (whole_number(limit_text) and 1 <= int(limit_text) <= 200):
         return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
     before = None
-    if "cursor" in q:
+    if q.get("cursor"):  # an empty cursor= is the first page
         before = _read_cursor(q["cursor"])
         if before is None:
             return error(422, "invalid_query", "the cursor is not one this API gave", "cursor")

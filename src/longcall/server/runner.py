@@ -30,6 +30,9 @@ class Server(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.web.state.closing.set()
+        # Requests waiting in the store's retries (the database is away) end now with 503,
+        # instead of holding the drain, and the process, for up to a minute each.
+        self.web.state.longcall.store.retries.stop()
         await super().shutdown(sockets)
 
 

@@ -43,7 +43,9 @@ from longcall.errors import (
     RunStateError,
     WorkflowNotFound,
 )
+from longcall.ids import RULES
 from longcall.server.auth import Principal
+from longcall.server.checks import bounded
 from longcall.server.errors import error
 from longcall.server.events import _stream, _ticks, message, wants_stream
 from longcall.server.jobs import (
@@ -58,7 +60,7 @@ from longcall.shapes import event_json, interrupt_json, run_json, step_json
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.workflows.engine import KEY
 
-MAX_KEY = 255  # characters in an Idempotency-Key
+MAX_KEY = RULES["idempotency_key"].max_length  # characters in an Idempotency-Key
 STATUSES = [s.value for s in RunStatus]
 
 
@@ -117,13 +119,14 @@ def answer_problems(
 
 
 class SubmitRun(_Body):
-    workflow_id: Annotated[str, pydantic.Field(alias="workflowId", min_length=1, max_length=200)]
+    workflow_id: Annotated[str, bounded("workflow_id", alias="workflowId")]
     input: Any = None
+    # Strict: pydantic would read true as 1 (second, retry).
     timeout_secs: Annotated[
-        float | None, pydantic.Field(alias="timeoutSecs", gt=0, le=MAX_DEADLINE)
+        pydantic.StrictFloat | None, pydantic.Field(alias="timeoutSecs", gt=0, le=MAX_DEADLINE)
     ] = None
-    max_retries: Annotated[int, pydantic.Field(alias="maxRetries", ge=0, le=100)] = 0
-    user_id: Annotated[str | None, pydantic.Field(alias="userId", min_length=1)] = None
+    max_retries: Annotated[pydantic.StrictInt, pydantic.Field(alias="maxRetries", ge=0, le=100)] = 0
+    user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
 
 
 class Answers(pydantic.RootModel[dict[str, Any]]):
@@ -225,7 +228,7 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
     if not whole_number(limit_text) or not 1 <= int(limit_text) <= 200:
         return error(422, "invalid_query", "limit is a whole number from 1 to 200", "limit")
     before = None
-    if "cursor" in q:
+    if q.get("cursor"):  # an empty cursor= is the first page
         before = _read_cursor(q["cursor"])
         if before is None or "\x00" in before[1]:
             return error(422, "invalid_query", "the cursor is not one this API gave", "cursor")

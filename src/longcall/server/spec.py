@@ -29,6 +29,7 @@ def document() -> dict[str, Any]:
     paths = {**spec_jobs.paths(), **spec_runs.paths(), **spec_cron.paths()}
     schemas = {**spec_common.SCHEMAS, **spec_jobs.SCHEMAS, **spec_runs.SCHEMAS, **spec_cron.SCHEMAS}
     _move_definitions(paths, schemas)
+    _add_refusals(paths)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -53,6 +54,32 @@ def _move_definitions(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
             schema = content.get("application/json", {}).get("schema", {})
             for name, nested in schema.pop("$defs", {}).items():
                 schemas.setdefault(name, nested)
+
+
+CHECKED = {
+    400: "A NUL character in an id, a query parameter or the body (no store keeps one), or a "
+    "body that is not JSON the API can read.",
+    422: "An id, query parameter or field breaks its rule (length, characters); `field` names it.",
+}
+SHARED = {429: "This token already has its share of writes in progress; retry after Retry-After."}
+
+
+def _add_refusals(paths: dict[str, Any]) -> None:
+    """Every operation taking parameters or a body may refuse them (``server.checks``: 400 for
+    a NUL, 422 for a broken rule), and every write with a token may be past its share (429)."""
+    for operations in paths.values():
+        for method, operation in operations.items():
+            answers = operation["responses"]
+            if operation.get("parameters") or operation.get("requestBody"):
+                for status, reason in CHECKED.items():
+                    answers.setdefault(
+                        str(status), spec_common.json_answer(spec_common.ref("Error"), reason)
+                    )
+            if method in ("post", "put", "patch", "delete") and operation.get("security"):
+                for status, reason in SHARED.items():
+                    answers.setdefault(
+                        str(status), spec_common.json_answer(spec_common.ref("Error"), reason)
+                    )
 
 
 async def openapi(request: Request) -> Response:

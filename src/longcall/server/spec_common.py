@@ -11,6 +11,8 @@ from typing import Any
 
 import pydantic
 
+from longcall.server.checks import QUERY_RULES, param_schema
+
 ANY: dict[str, Any] = {}  # any JSON value
 TIME = {"type": "string", "format": "date-time"}
 NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -54,13 +56,26 @@ def body(model: type[pydantic.BaseModel] | Any) -> dict[str, Any]:
 
 
 def query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter; a string one with a rule (``checks.QUERY_RULES``) gets its bounds."""
+    if schema == {"type": "string"} and name in QUERY_RULES:
+        schema = param_schema(QUERY_RULES[name])
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
 
+PATH_IDS = {
+    "jobId": "job_id",
+    "runId": "run_id",
+    "cronId": "cron_id",
+    "sessionId": "session_id",
+    "source": "source",
+}
+
+
 def path_id(name: str, example: str | None = None) -> dict[str, Any]:
-    """A string in the path. An example names an object the schema test's service creates, so
-    generated requests reach a real one."""
-    param = {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    """An id in the path, with its rule's bounds. An example names an object the schema
+    test's service creates, so generated requests reach a real one."""
+    schema = param_schema(PATH_IDS[name])
+    param = {"name": name, "in": "path", "required": True, "schema": schema}
     return param if example is None else {**param, "example": example}
 
 

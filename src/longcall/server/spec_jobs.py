@@ -9,6 +9,7 @@ import pydantic
 
 from longcall.jobs import Delivery, JobState
 from longcall.server import hooks, jobs
+from longcall.server.checks import param_schema
 from longcall.server.spec_common import (
     ANY,
     AUTH,
@@ -239,7 +240,16 @@ def paths() -> dict[str, Any]:
                 "description": "Signed with webhook-id, webhook-timestamp and "
                 "webhook-signature headers. Every verified delivery is answered 2xx: "
                 "duplicates, late results and unknown jobs too.",
-                "parameters": [path_id("source")],
+                "parameters": [
+                    path_id("source"),
+                    {
+                        "name": "webhook-id",
+                        "in": "header",
+                        "description": "The sender's id for the event (UTF-8); the "
+                        "signature and timestamp headers go beside it.",
+                        "schema": param_schema("webhook_id"),
+                    },
+                ],
                 "requestBody": body(hooks.Delivery),
                 "responses": {
                     "200": json_answer(ref("HookAnswer"), "Recorded (see `outcome`)."),

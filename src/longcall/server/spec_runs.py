@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from longcall.server import runs
+from longcall.server.checks import param_schema
 from longcall.server.spec_common import (
     ANY,
     AUTH,
@@ -166,7 +167,7 @@ def paths() -> dict[str, Any]:
                         "name": "Idempotency-Key",
                         "in": "header",
                         "description": "Submit once: the same key returns the same run.",
-                        "schema": {"type": "string", "minLength": 1, "maxLength": runs.MAX_KEY},
+                        "schema": param_schema("idempotency_key"),
                     }
                 ],
                 "requestBody": body(runs.SubmitRun),

@@ -7,11 +7,14 @@ in ``sessions.py``); a database backend implements its one abstract method, ``_t
 from __future__ import annotations
 
 import json
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from longcall.clock import Clock
+from longcall.errors import InvalidValue, StoreUnavailable
 from longcall.store import queries as sql
 
 T = TypeVar("T")
@@ -47,6 +50,61 @@ def contains_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
+class RetryGate:
+    """What a store's retry loops share: the trouble they are in, and a way to end them.
+
+    A loop reports each transient failure (:meth:`failed`) and each success
+    (:meth:`succeeded`), so ``/readyz`` can say the store is failing (:meth:`trouble`) while
+    requests wait in retries. It waits between attempts with :meth:`pause`, which a shutdown
+    (:meth:`stop`) cuts short: a process told to stop does not wait out a minute of retries.
+    """
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self._trouble: tuple[float, str] | None = None  # (since, the latest error)
+        self.retried = 0  # transient failures seen, each followed by a retry or giving up
+
+    def failed(self, reason: str) -> None:
+        self.retried += 1
+        since = time.monotonic() if self._trouble is None else self._trouble[0]
+        self._trouble = (since, reason)
+
+    def broke(self, error: Exception) -> None:
+        """Record an error that is not retried but says the store itself is in trouble (a
+        full disk, a missing table); a value the store refused (InvalidValue) is not."""
+        if not isinstance(error, InvalidValue):
+            since = time.monotonic() if self._trouble is None else self._trouble[0]
+            self._trouble = (since, str(error))
+
+    def succeeded(self) -> None:
+        self._trouble = None
+
+    def trouble(self) -> str | None:
+        """What has been failing, and for how long, or None while the store works."""
+        trouble = self._trouble
+        if trouble is None:
+            return None
+        since, reason = trouble
+        return f"the store has been failing for {time.monotonic() - since:.0f} s: {reason}"
+
+    def pause(self, seconds: float) -> None:
+        """Wait before the next attempt; StoreUnavailable at once if the store was stopped."""
+        if self._stopped.wait(seconds):
+            raise StoreUnavailable("the store stopped retrying: the process is shutting down")
+
+    def stop(self) -> None:
+        """End every retry loop (at its next pause) and refuse further retries."""
+        self._stopped.set()
+
+    def restart(self) -> None:
+        """Allow retries again (a server started again on the same store)."""
+        self._stopped.clear()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
+
 class StoreCore(ABC):
     """Transactions, the clock and wake-ups: what each group of store operations builds on."""
 
@@ -61,6 +119,7 @@ class StoreCore(ABC):
         # Called (from any thread) after a commit queued a run, so an in-process worker
         # starts it at once instead of at its next poll.
         self.run_listeners: list[Callable[[], None]] = []
+        self.retries = RetryGate()
 
     @abstractmethod
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:

@@ -19,7 +19,14 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from longcall.clock import Clock
-from longcall.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
+from longcall.errors import (
+    ConfigError,
+    InvalidValue,
+    SchemaError,
+    StoreError,
+    StoreUnavailable,
+)
+from longcall.ids import check_params
 from longcall.store.base import NOTIFY_CHANNEL, Row, Store, Tx
 from longcall.store.queries import PLANNED_WITH_VALUES, as_sent
 
@@ -42,6 +49,38 @@ T = TypeVar("T")
 _MIGRATION_LOCK = 0x6C6F6E67  # "long": an advisory lock only longcall's migrations take
 
 
+# SQLSTATEs worth another attempt: the transaction lost a race (serialization failure,
+# deadlock), the server is going away or coming back (admin shutdown, crash shutdown,
+# cannot connect now), or it has no connection slot free yet. Class 08 (connection
+# exceptions) as a whole is added in transient().
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "53300"})
+# Classes whose errors are about the values sent: the same values fail the same way again.
+DATA_CLASSES = ("22", "23", "54")
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether the error can pass by itself, so the operation is worth running again."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate is None:
+        # No answer from the server at all: a lost connection or one that cannot be made.
+        # (A NUL refused by psycopg's own adapter is a DataError, not an OperationalError.)
+        return isinstance(exc, psycopg.OperationalError)
+    return sqlstate in TRANSIENT_SQLSTATES or sqlstate.startswith("08")
+
+
+def refused(exc: BaseException) -> Exception:
+    """The domain error for a PostgreSQL error that is not worth retrying."""
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if isinstance(exc, psycopg.DataError) or sqlstate.startswith(DATA_CLASSES):
+        diag = getattr(exc, "diag", None)
+        column = getattr(diag, "column_name", None) or getattr(diag, "constraint_name", None)
+        message = " ".join(str(exc).split())
+        return InvalidValue(column or "a value", f"was refused by PostgreSQL: {message}")
+    return StoreError(f"PostgreSQL error: {exc}")
+
+
 def _execute(
     conn: psycopg.Connection[dict[str, Any]],
     cur: psycopg.Cursor[dict[str, Any]],
@@ -49,9 +88,11 @@ def _execute(
     query: str,
     params: dict[str, Any],
 ) -> psycopg.Cursor[dict[str, Any]]:
-    """Execute the named query on ``cur``; a listing (:data:`PLANNED_WITH_VALUES`) instead
+    """Execute the named query on ``cur`` (parameters checked first, see
+    :func:`~longcall.ids.check_params`); a listing (:data:`PLANNED_WITH_VALUES`) instead
     goes with its values written in, on a cursor of its own, so that it is planned for them
     and never prepared: its best plan depends on which of its filters are given."""
+    check_params(params)
     if query in PLANNED_WITH_VALUES:
         cur = psycopg.ClientCursor(conn, row_factory=dict_row)
         cur.execute(sql, params, prepare=False)
@@ -230,26 +271,29 @@ class PostgresStore(Store):
         return self._retrying(attempt)
 
     def _retrying(self, attempt: Callable[[], T]) -> T:
-        """Run ``attempt``, again with backoff while the server is away or a transaction
-        lost a race it can retry; for at most ``retry_for`` seconds."""
+        """Run ``attempt``, again with backoff while the error is one that can pass (see
+        :func:`transient`), for at most ``retry_for`` seconds and never past a shutdown
+        (:attr:`retries`). Any other error is raised at once: a value the database refused
+        as :class:`~longcall.errors.InvalidValue`, the rest as StoreError."""
         give_up_at = time.monotonic() + self._retry_for
         delay = 0.01
         while True:
             try:
-                return attempt()
-            except (
-                psycopg.OperationalError,
-                PoolTimeout,
-                pg_errors.SerializationFailure,
-                pg_errors.DeadlockDetected,
-            ) as exc:
+                result = attempt()
+            except (psycopg.Error, PoolTimeout) as exc:
+                if not transient(exc):
+                    error = refused(exc)
+                    self.retries.broke(error)
+                    raise error from exc
+                self.retries.failed(f"PostgreSQL unavailable: {exc}")
                 if time.monotonic() > give_up_at:
                     raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
                 log.warning("PostgreSQL error, retrying in %.2fs: %s", delay, exc)
-                time.sleep(delay * (1 + random.random()))
+                self.retries.pause(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
-            except psycopg.Error as exc:
-                raise StoreError(f"PostgreSQL error: {exc}") from exc
+            else:
+                self.retries.succeeded()
+                return result
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, pg_errors.UniqueViolation)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from longcall.clock import Clock
-from longcall.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
+from longcall.errors import ConfigError, InvalidValue, SchemaError, StoreError, StoreUnavailable
+from longcall.ids import check_params
 from longcall.store.base import Row, Store, Tx
 
 T = TypeVar("T")
@@ -36,6 +37,7 @@ class _Tx:
         self._queries = queries
 
     def one(self, query: str, **params: Any) -> Row | None:
+        check_params(params)
         # fetchall: a RETURNING statement must be read to its end before the commit.
         rows = self._conn.execute(self._queries[query], params).fetchall()
         return cast(Row, rows[0]) if rows else None
@@ -43,12 +45,14 @@ class _Tx:
     def all(self, query: str, **params: Any) -> list[Row]:
         # A query may be several statements here (SQLite has no UPDATE inside WITH): they run
         # in order, and the rows of all of them come back.
+        check_params(params)
         rows: list[Row] = []
         for statement in _statements(self._queries[query]):
             rows += self._conn.execute(statement, params).fetchall()
         return rows
 
     def run(self, query: str, **params: Any) -> int:
+        check_params(params)
         return self._conn.execute(self._queries[query], params).rowcount
 
 
@@ -94,10 +98,19 @@ class _Pending:
 def _wrapped(exc: Exception) -> Exception:
     """A work's error as its caller would have seen it from a transaction of its own."""
     if isinstance(exc, sqlite3.DatabaseError):
-        wrapped = StoreError(f"SQLite error: {exc}")
+        wrapped = _refused(exc)
         wrapped.__cause__ = exc
         return wrapped
     return exc
+
+
+def _refused(exc: sqlite3.DatabaseError) -> Exception:
+    """The domain error for a SQLite error that is not worth retrying: a value SQLite
+    refused (too big, the wrong kind) as InvalidValue, anything else as StoreError."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if isinstance(exc, sqlite3.DataError) or code == sqlite3.SQLITE_TOOBIG:
+        return InvalidValue("a value", f"was refused by SQLite: {exc}")
+    return StoreError(f"SQLite error: {exc}")
 
 
 class SqliteStore(Store):
@@ -184,7 +197,7 @@ class SqliteStore(Store):
             try:
                 return work(_Tx(conn, self._queries))
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"SQLite error: {exc}") from exc
+                raise _refused(exc) from exc
         mine = _Pending(work)
         with self._queue_lock:
             alone = not self._leading
@@ -240,16 +253,22 @@ class SqliteStore(Store):
                 try:
                     with self._write_lock:
                         self._run_group(conn, tx, batch)
+                    self.retries.succeeded()
                     break
                 except sqlite3.OperationalError as exc:
                     if not _is_busy(exc):
-                        raise StoreError(f"SQLite error: {exc}") from exc
+                        error = _refused(exc)
+                        self.retries.broke(error)
+                        raise error from exc
+                    self.retries.failed(f"SQLite stayed locked: {exc}")
                     if time.monotonic() > give_up_at:
                         raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
-                    time.sleep(delay * (1 + random.random()))
+                    self.retries.pause(delay * (1 + random.random()))
                     delay = min(delay * 2, 0.2)
                 except sqlite3.DatabaseError as exc:
-                    raise StoreError(f"SQLite error: {exc}") from exc
+                    error = _refused(exc)
+                    self.retries.broke(error)
+                    raise error from exc
         except BaseException as exc:
             for item in batch:
                 item.result, item.error = None, exc
