@@ -42,6 +42,7 @@ class Live:
     port: int
     secret: str
     errors: list[logging.LogRecord]
+    server: runner.Server
 
     def connect(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=10)
@@ -104,7 +105,7 @@ def live(tmp_path: Path, request: pytest.FixtureRequest, http: HTTP) -> Iterator
         assert time.monotonic() < deadline, "the server did not start"
         time.sleep(0.01)
     try:
-        yield Live(app, sock.getsockname()[1], secret, errors)
+        yield Live(app, sock.getsockname()[1], secret, errors, server)
     finally:
         server.should_exit = True
         thread.join(10)
@@ -148,6 +149,21 @@ def test_the_server_uses_a_timed_protocol(live: Live, http: HTTP) -> None:
     cls = server.config.http_protocol_class
     assert issubclass(cls, {"httptools": TimedHttpToolsProtocol, "h11": TimedH11Protocol}[http])
     assert (cls.header_timeout, cls.body_timeout) == (3.0, 7.0)
+
+
+def test_answers_are_sent_without_waiting_for_the_clients_ack(live: Live) -> None:
+    """The fixture's listening socket is a plain ``socket.socket()`` (proto 0), for which
+    asyncio leaves Nagle's algorithm on; the server turns it off on every connection, else
+    each answer written in two parts waits ~40 ms for the client's delayed ACK."""
+    with live.connect() as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        assert read_response(conn)[0] == 200
+        sockets = [
+            c.transport.get_extra_info("socket") for c in live.server.server_state.connections
+        ]
+        assert sockets, "the server holds no connection"
+        for sock in sockets:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
 
 
 def test_httptools_is_the_default(tmp_path: Path) -> None:

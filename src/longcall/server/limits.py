@@ -25,7 +25,9 @@ free those connections instead.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 from typing import Literal, Protocol
 
 import h11
@@ -86,6 +88,7 @@ class Deadlines(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        _no_delay(transport)
         self._clock("head")
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -186,6 +189,17 @@ class TimedH11Protocol(Deadlines, H11Protocol):
         if cycle is None or cycle.response_started or self.conn.our_state is not h11.SEND_RESPONSE:
             return None
         return cycle
+
+
+def _no_delay(transport: asyncio.Transport) -> None:
+    """Send each answer at once. asyncio only turns Nagle's algorithm off for sockets made
+    with ``IPPROTO_TCP``; a listening socket made as ``socket.socket()`` (proto 0) and handed
+    to the server would otherwise leave every answer split in two writes waiting ~40 ms for
+    the client's delayed ACK."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def protocol(
