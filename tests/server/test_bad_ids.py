@@ -132,14 +132,19 @@ def bad(spot: Spot, kind: str) -> str:
     return NUL if kind == "nul" else HUGE
 
 
-@pytest.mark.parametrize("spot", SPOTS, ids=str)
-@pytest.mark.parametrize("kind", ["oversize", "nul"])
+# A NUL in a header has its own test (test_a_nul_in_a_header_is_400): no HTTP client sends
+# one. Free text has no length of its own: the body's size bounds it.
+CASES = [
+    pytest.param(spot, kind, id=f"{kind}-{spot}")
+    for spot in SPOTS
+    for kind in ("oversize", "nul")
+    if not (spot.header and kind == "nul") and not (spot.free_text and kind == "oversize")
+]
+
+
+@pytest.mark.parametrize(("spot", "kind"), CASES)
 def test_a_bad_id_is_refused_at_once(api: Api, spot: Spot, kind: str) -> None:
     """Every place an id goes: 400 for a NUL, 422 for one too long, in well under a second."""
-    if spot.header and kind == "nul":
-        pytest.skip("no HTTP client sends a NUL in a header: test_a_nul_in_a_header_is_400")
-    if spot.free_text and kind == "oversize":
-        pytest.skip("free text is bounded by the body's size only")
     started = time.monotonic()
     got = spot.request(api, api.alice, bad(spot, kind))
     took = time.monotonic() - started
