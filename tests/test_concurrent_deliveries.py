@@ -302,3 +302,30 @@ def test_a_user_turn_holding_its_session_is_never_overlapped(app: longcall.App) 
     asyncio.run(scenario())
     assert agent.peak["s1"] == 1
     assert agent.order["s1"] == ["c-1"]
+
+
+def test_a_session_claimed_again_mid_delivery_waits_for_it(app: longcall.App) -> None:
+    """If a session's lease is lost while its delivery runs and the same worker claims the
+    session again, the new jobs wait for the delivery in hand: never two runs in a session."""
+    export = export_tool(app)
+    agent = Sessions(slow={"s1": 1.0})
+    worker = Worker(app, agent, poll_interval="0.05s")
+    assert worker.deliverer is not None
+    holder = worker.deliverer.holder
+
+    async def scenario() -> None:
+        running = asyncio.create_task(worker.run(handle_signals=False))
+        first = await ready_job(app, export, "s1", 1)
+        await asyncio.wait_for(agent.entered["s1"].wait(), 30)
+        # The lease goes as one that ran out would (a stalled heartbeat); this worker is
+        # free to claim the session again, and does once s1 has a new ready job.
+        await app.in_thread(app.store.release_session, "s1", holder)
+        second = await ready_job(app, export, "s1", 2)
+        await all_delivered(app, [first, second])
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+
+    asyncio.run(scenario())
+    assert agent.peak["s1"] == 1
+    assert agent.order["s1"] == ["c-1", "c-2"]
+    assert agent.started["c-2"] >= agent.finished["c-1"]

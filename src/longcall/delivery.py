@@ -289,11 +289,11 @@ class Deliverer:
                     continue
                 try:
                     claimed = await self._claim(min(self.batch, free))
+                    await self._start(claimed, in_flight, wake)
                 except Exception:
                     log.exception("deliverer pass failed; retrying")
                     await wait_any(stop, None, self.poll_interval)
                     continue
-                await self._start(claimed, in_flight, wake)
                 if claimed or stop.is_set():
                     continue
                 await wait_any(stop, wake, self.poll_interval)
