@@ -234,8 +234,20 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     show_default=True,
     help="Background runs executed at once.",
 )
+@click.option(
+    "--deliveries",
+    type=click.IntRange(1, 10_000),
+    default=16,
+    show_default=True,
+    help="Sessions delivered to at once (each still one delivery at a time, in order).",
+)
 def worker(
-    app_spec: str, agent_spec: str | None, lease: float, poll: float, concurrency: int
+    app_spec: str,
+    agent_spec: str | None,
+    lease: float,
+    poll: float,
+    concurrency: int,
+    deliveries: int,
 ) -> None:
     """Run the worker loops until SIGTERM: deliveries to the agent, deadlines, submissions,
     and the background runs of the App's workflows."""
@@ -243,7 +255,11 @@ def worker(
 
     if agent_spec:
         app, agent = _load_app_and_agent(app_spec, agent_spec)
-        options: dict[str, Any] = {"lease": lease, "poll_interval": poll}
+        options: dict[str, Any] = {
+            "lease": lease,
+            "poll_interval": poll,
+            "deliveries": deliveries,
+        }
     else:
         app, agent, options = load_object(app_spec, "--app"), None, {}
         if not isinstance(app, App):
@@ -341,6 +357,13 @@ def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None
 )
 @click.option("--no-worker", is_flag=True, help="Serve the API only, even with an --agent.")
 @click.option(
+    "--deliveries",
+    type=click.IntRange(1, 10_000),
+    default=16,
+    show_default=True,
+    help="With --agent: sessions the worker loops deliver to at once.",
+)
+@click.option(
     "--writes-per-token",
     envvar="LONGCALL_WRITES_PER_TOKEN",
     type=click.IntRange(1, 10_000),
@@ -358,6 +381,7 @@ def serve(
     app_spec: str | None,
     agent_spec: str | None,
     no_worker: bool,
+    deliveries: int,
     writes_per_token: int,
 ) -> None:
     """Run the HTTP service, and with --app/--agent the worker loops too, until SIGTERM."""
@@ -408,6 +432,7 @@ def serve(
             app,
             agent=agent,
             worker=not no_worker,
+            deliveries=deliveries,
             settings=settings,
             host=host,
             port=bound[1],

@@ -7,6 +7,12 @@ message of function responses with the original call ids and tool names, and mar
 delivered. Before delivering a final response it asks the agent whether the session already
 holds it: a holder that crashed after the agent stored the response but before marking it
 delivered must not cause a second delivery.
+
+Its loop keeps up to ``deliveries`` sessions in flight at once, each as its own task: while
+one session's agent turn runs, the loop goes on claiming for the free slots, so a slow turn
+never holds back another session's delivery. Within a session deliveries stay one at a
+time and in order: the session's lease is held for the whole of its delivery, and the loop
+never starts a second delivery into a session it is still delivering to.
 """
 
 from __future__ import annotations
@@ -30,6 +36,17 @@ if TYPE_CHECKING:
     from longcall.app import App
 
 log = logging.getLogger("longcall.delivery")
+
+
+def check_deliveries(deliveries: int) -> int:
+    """``deliveries`` (sessions delivered to at once) if it is a whole number of at least 1;
+    ValueError naming it otherwise."""
+    if isinstance(deliveries, bool) or not isinstance(deliveries, int) or deliveries < 1:
+        raise ValueError(
+            "deliveries (sessions delivered to at once) must be a whole number of at least 1,"
+            f" not {deliveries!r}"
+        )
+    return deliveries
 
 
 def group_by_invocation(jobs: list[Job]) -> list[list[Job]]:
@@ -57,6 +74,7 @@ class Deliverer:
         app: App,
         runner: AgentRunner,
         *,
+        deliveries: int = 16,
         batch: int = 64,
         lease: str | float = "60s",
         max_attempts: int = 8,
@@ -70,6 +88,7 @@ class Deliverer:
 
         self.app = app
         self.runner = runner
+        self.deliveries = check_deliveries(deliveries)
         self.batch = batch
         self.lease = parse_duration(lease)
         self.max_attempts = max_attempts
@@ -92,10 +111,7 @@ class Deliverer:
         )
         if not claimed:
             return 0
-        by_session: dict[str, list[Job]] = {}
-        for job in claimed:
-            assert job.session_id is not None
-            by_session.setdefault(job.session_id, []).append(job)
+        by_session = _by_session(claimed)
         await asyncio.gather(*(self._deliver_session(jobs) for jobs in by_session.values()))
         return len(claimed)
 
@@ -249,38 +265,99 @@ class Deliverer:
     # -- the loop -----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Deliver until ``stop`` is set; wakes on commits in this process, on PostgreSQL's
-        notifications from others, and otherwise polls every ``poll_interval``."""
+        """Deliver until ``stop`` is set, up to ``deliveries`` sessions at once; wakes on
+        commits in this process, on PostgreSQL's notifications from others, as a delivery
+        frees its slot, and otherwise polls every ``poll_interval``. Once stopped it waits
+        for the deliveries in flight (each finishes its message in hand and gives the rest
+        back), so a cancel of this task is what cuts them short."""
         loop = asyncio.get_running_loop()
         wake = asyncio.Event()
 
         def ready() -> None:
             loop.call_soon_threadsafe(wake.set)
 
+        in_flight: dict[str, asyncio.Task[None]] = {}
         self.app.store.ready_listeners.append(ready)
         listener_stop = threading.Event()
         listener = listen_in_thread(self.app.store, NOTIFY_CHANNEL, ready, listener_stop)
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not self._stopping:
                 wake.clear()
+                free = self.deliveries - len(in_flight)
+                if free <= 0:
+                    await wait_any(stop, wake, self.poll_interval)
+                    continue
                 try:
-                    handled = await self.run_once()
+                    claimed = await self._claim(min(self.batch, free))
+                    await self._start(claimed, in_flight, wake)
                 except Exception:
                     log.exception("deliverer pass failed; retrying")
-                    handled = 0
                     await wait_any(stop, None, self.poll_interval)
-                if handled or stop.is_set():
+                    continue
+                if claimed or stop.is_set():
                     continue
                 await wait_any(stop, wake, self.poll_interval)
+            if in_flight:
+                await asyncio.wait(list(in_flight.values()))
         finally:
+            cut_short = list(in_flight.values())
+            for task in cut_short:
+                task.cancel()
+            await asyncio.gather(*cut_short, return_exceptions=True)
             self.app.store.ready_listeners.remove(ready)
             listener_stop.set()
             if listener is not None:
                 await asyncio.to_thread(listener.join, 5)
 
+    async def _claim(self, limit: int) -> list[Job]:
+        return await self.app.in_thread(
+            self.app.store.claim, self.holder, limit=limit, lease=self.lease
+        )
+
+    async def _start(
+        self, claimed: list[Job], in_flight: dict[str, asyncio.Task[None]], wake: asyncio.Event
+    ) -> None:
+        """Start one delivery task per claimed session, each freeing its slot (and waking
+        the loop) as it ends."""
+        for session_id, jobs in _by_session(claimed).items():
+            if session_id in in_flight:
+                # Only a lease that ran out under a delivery still in flight lets this holder
+                # claim its session again: the lease is this holder's either way, and the
+                # delivery in hand releases it. Two deliveries into one session must never
+                # run at once, so these jobs wait for the next claim after it.
+                log.warning(
+                    "session %s was claimed again while its delivery is still running; "
+                    "giving back jobs %s",
+                    session_id,
+                    [j.job_id for j in jobs],
+                )
+                await self._give_back(jobs)
+                continue
+            task = asyncio.create_task(self._deliver_session(jobs), name=f"deliver {session_id}")
+            in_flight[session_id] = task
+
+            def done(task: asyncio.Task[None], session_id: str = session_id) -> None:
+                in_flight.pop(session_id, None)
+                wake.set()
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "delivery to session %s failed", session_id, exc_info=task.exception()
+                    )
+
+            task.add_done_callback(done)
+
     def stop_soon(self) -> None:
         """Finish the group in hand, give the rest back, and let :meth:`run` return."""
         self._stopping = True
+
+
+def _by_session(jobs: list[Job]) -> dict[str, list[Job]]:
+    """Claimed jobs per session, each session's in the order of the claim (readiness)."""
+    by_session: dict[str, list[Job]] = {}
+    for job in jobs:
+        assert job.session_id is not None
+        by_session.setdefault(job.session_id, []).append(job)
+    return by_session
 
 
 class _GroupCommit:

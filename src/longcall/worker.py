@@ -4,9 +4,13 @@ As it sweeps, the worker also beats: its row in the store says it is alive and w
 workflows it can run, so a queued run that no live worker can take is told apart from one
 waiting its turn. A worker that stops deletes its row.
 
-SIGTERM (or SIGINT) stops claiming, lets the delivery in hand finish, gives back the claims it
-has not started on, releases its session leases and returns. A delivery that is still running
-after ``drain_timeout`` is cancelled; its lease runs out and another worker takes the job.
+The deliverer runs up to ``deliveries`` sessions' deliveries at once (one at a time per
+session), so one slow agent turn does not hold back the others.
+
+SIGTERM (or SIGINT) stops claiming, lets each delivery in hand finish its message, gives back
+the claims it has not started on, releases its session leases and returns. A delivery that is
+still running after ``drain_timeout`` is cancelled; its lease runs out and another worker takes
+the job.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentRunner
-from longcall.delivery import Deliverer
+from longcall.delivery import Deliverer, check_deliveries
 from longcall.dispatcher import Dispatcher
 from longcall.jobs import parse_duration
 from longcall.sweeper import Sweeper
@@ -44,14 +48,20 @@ class Worker:
         *,
         runs: bool | None = None,
         run_concurrency: int = 8,
+        deliveries: int = 16,
         sweep_interval: str | float = "5s",
         dispatch_interval: str | float = "1s",
         drain_timeout: str | float = "30s",
         **deliverer_options: Any,
     ) -> None:
         self.app = app
+        check_deliveries(deliveries)
         # Without an agent there is nothing to resume; the rest still has work to do.
-        self.deliverer = Deliverer(app, runner, **deliverer_options) if runner is not None else None
+        self.deliverer = (
+            Deliverer(app, runner, deliveries=deliveries, **deliverer_options)
+            if runner is not None
+            else None
+        )
         if runs is None:
             runs = bool(app.workflows.registry)
         self.runs = app.run_worker(concurrency=run_concurrency) if runs else None

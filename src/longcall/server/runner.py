@@ -106,6 +106,7 @@ async def serve(
     *,
     agent: AgentRunner | None = None,
     worker: bool = True,
+    deliveries: int = 16,
     settings: Settings | None = None,
     host: str = "127.0.0.1",
     port: int = 8800,
@@ -113,7 +114,8 @@ async def serve(
     header_timeout: float = HEADER_TIMEOUT,
     body_timeout: float = BODY_TIMEOUT,
 ) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT, with the worker loops unless ``worker`` is False."""
+    """Serve ``app`` until SIGTERM/SIGINT, with the worker loops unless ``worker`` is False;
+    they deliver to up to ``deliveries`` sessions at once."""
     server = build(
         app,
         agent=agent,
@@ -123,7 +125,8 @@ async def serve(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
     )
-    loops = app.worker(agent) if worker and worker_duties(app, agent) else None
+    options = {"deliveries": deliveries} if agent is not None else {}
+    loops = app.worker(agent, **options) if worker and worker_duties(app, agent) else None
     if loops is not None:
         # The API wakes this process's scheduler when a schedule changes.
         server.web.state.scheduler = loops.scheduler
