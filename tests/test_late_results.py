@@ -9,14 +9,17 @@ job's log. Each test runs on SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 
 import longcall
 from longcall import Delivery, JobState
+from longcall.cli import main
 from longcall.clock import SystemClock
 from longcall.dispatcher import Dispatcher
 
@@ -232,3 +235,24 @@ def test_postgres_compares_on_its_own_clock_not_a_skewed_host(pg_url: str) -> No
         assert (outcome.changed, outcome.late) == (True, False)
         assert skewed.sweeper().sweep() == []
         assert deliver_all(app, agent) == (1, Counter({"succeeded": 1}))
+
+
+def test_late_cli_complete_answers_like_a_finished_job(db_url: str) -> None:
+    """`longcall jobs complete` past the deadline: exit 0, unchanged and said to be late;
+    with --strict the exit code of a finished job."""
+    with longcall.App(db_url) as app:
+        start(app, 3, REAL_DEADLINE)
+    time.sleep(REAL_DEADLINE + 0.2)
+    complete = ["jobs", "complete", job_id(3), "--database", db_url, "--result", '{"rows": 3}']
+    runner = CliRunner()
+    got = runner.invoke(main, [*complete, "-o", "table"])
+    assert got.exit_code == 0, got.output
+    assert got.output.strip() == (
+        f"{job_id(3)}: expired (unchanged: its deadline had passed; the result is recorded as late)"
+    )
+    assert runner.invoke(main, [*complete, "--strict"]).exit_code == 5
+    as_json = json.loads(runner.invoke(main, [*complete, "-o", "json"]).output)
+    assert as_json["changed"] is False and as_json["job"]["state"] == "expired"
+    with longcall.App(db_url) as app:
+        kinds = [e.kind for e in app.job_events(job_id(3))]
+        assert kinds == ["expired", "ignored", "ignored", "ignored"]
