@@ -182,6 +182,7 @@ def raw_lifecycle(
                             call_id=None,
                             invocation_id=None,
                             deadline=None,
+                            cancel_hook=True,
                             now=now(),
                         )
                         ex(

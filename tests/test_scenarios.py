@@ -755,7 +755,8 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
     assert [e.kind for e in events] == ["expired", "ignored"]
     assert events[-1].data["state"] == "succeeded"
     assert events[-1].data["result"] == {"rows": 3}
-    assert events[-1].data["reason"] == "already expired"
+    assert events[-1].data["reason"] == "late: after the deadline"
+    assert events[-1].data["late"] is True
     assert cancelled == [export_id(3)]
 
 
@@ -797,10 +798,11 @@ def test_concurrent_sweepers_expire_each_overdue_job_once(
     )
 
 
-def test_completion_racing_the_sweeper_has_one_winner_per_job(
+def test_late_completions_racing_the_sweeper_expire_each_job_once(
     fake_app: longcall.App, clock: longcall.FakeClock
 ) -> None:
-    """Completions and a sweep at the same moment: each job ends in exactly one state."""
+    """Late completions and a sweep at the same moment: each job expires exactly once,
+    by whichever transaction comes first, and every completion is recorded as late."""
     app = fake_app
 
     @app.long_running(key="job:{n}", deadline="1m")
@@ -813,9 +815,9 @@ def test_completion_racing_the_sweeper_has_one_winner_per_job(
     clock.advance(61)
     barrier = threading.Barrier(2)
 
-    def complete_all() -> set[str]:
+    def complete_all() -> list[longcall.FinishOutcome]:
         barrier.wait(timeout=30)
-        return {f"job:{n}" for n in range(n_jobs) if app.complete(f"job:{n}", {"n": n}).changed}
+        return [app.complete(f"job:{n}", {"n": n}) for n in range(n_jobs)]
 
     def sweep() -> set[str]:
         barrier.wait(timeout=30)
@@ -824,18 +826,18 @@ def test_completion_racing_the_sweeper_has_one_winner_per_job(
     with ThreadPoolExecutor(max_workers=2) as pool:
         completed_future = pool.submit(complete_all)
         expired_future = pool.submit(sweep)
-        completed, expired = completed_future.result(), expired_future.result()
+        outcomes, expired = completed_future.result(), expired_future.result()
 
-    assert completed.isdisjoint(expired)
-    assert len(completed) + len(expired) == n_jobs
+    assert all(o.late and not o.changed for o in outcomes)
+    assert expired <= {f"job:{n}" for n in range(n_jobs)}
     for n in range(n_jobs):
         job_id = f"job:{n}"
-        job = app.get_job(job_id)
-        expected = JobState.SUCCEEDED if job_id in completed else JobState.EXPIRED
-        assert job.state is expected
-        kinds = [e.kind for e in app.job_events(job_id)]
-        assert kinds[0] == expected.value
-        assert set(kinds[1:]) <= {"ignored"}
+        assert app.get_job(job_id).state is JobState.EXPIRED
+        # One expiry per job, whoever made it, then the completion recorded as late.
+        events = app.job_events(job_id)
+        assert [e.kind for e in events] == ["expired", "ignored"]
+        assert events[-1].data["late"] is True
+        assert events[0].data == app.get_job(job_id).result
     assert app.sweeper().sweep() == []
 
 

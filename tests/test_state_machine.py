@@ -37,7 +37,7 @@ from longcall import (
     JobState,
     LongcallError,
 )
-from longcall.jobs import is_ready
+from longcall.jobs import expired_result, is_ready
 from longcall.store import NewJob, Store, open_store
 
 LEASE = 30.0
@@ -231,15 +231,28 @@ class JobMachine(RuleBasedStateMachine):
         job = self.model.jobs[key]
         outcome = self.store.finish(key, state, result, request_cancel=state is JobState.CANCELLED)
         job.event_seq += 1
-        assert outcome.changed is (not job.state.terminal)
-        if outcome.changed:
-            job.state, job.result = state, result
-            if job.delivery is Delivery.NONE and job.attached:
-                job.delivery, job.available_at = Delivery.READY, self.now
-            elif job.delivery is Delivery.READY and job.claim_holder is None:
-                assert job.available_at is not None
-                job.available_at = min(job.available_at, self.now)
+        overdue = job.deadline_at is not None and job.deadline_at <= self.now
+        if job.state is JobState.STARTED and overdue and state is not JobState.EXPIRED:
+            # Too late: the deadline answers in the same transaction, then the result is
+            # recorded as ignored (two events).
+            job.event_seq += 1
+            self._finished(job, JobState.EXPIRED, expired_result(outcome.job))
+            assert (outcome.changed, outcome.late) == (False, True)
+        else:
+            assert outcome.changed is (not job.state.terminal)
+            # Every expiry in this model comes at or after the deadline.
+            assert outcome.late is (job.state is JobState.EXPIRED and state is not job.state)
+            if outcome.changed:
+                self._finished(job, state, result)
         assert (outcome.job.state, outcome.job.result) == (job.state, job.result)
+
+    def _finished(self, job: ModelJob, state: JobState, result: Any) -> None:
+        job.state, job.result = state, result
+        if job.delivery is Delivery.NONE and job.attached:
+            job.delivery, job.available_at = Delivery.READY, self.now
+        elif job.delivery is Delivery.READY and job.claim_holder is None:
+            assert job.available_at is not None
+            job.available_at = min(job.available_at, self.now)
 
     @rule(key=jobs, state=TERMINAL)
     def finish(self, key: str, state: JobState) -> None:
@@ -279,7 +292,14 @@ class JobMachine(RuleBasedStateMachine):
         deadlines = [j.deadline_at for j in overdue if j.deadline_at is not None]
         assert deadlines == sorted(deadlines) and len(deadlines) == len(overdue)
         for job in overdue:
-            self._finish(job.job_id, JobState.EXPIRED)
+            expired = self.store.expire(job)
+            model = self.model.jobs[job.job_id]
+            model.event_seq += 1
+            self._finished(model, JobState.EXPIRED, expired_result(job))
+            assert expired is not None and (expired.state, expired.result) == (
+                model.state,
+                model.result,
+            )
 
     def _claim(self, holder: str) -> list[Job]:
         expected = self.model.claimable(self.now)

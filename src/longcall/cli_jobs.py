@@ -107,14 +107,13 @@ def jobs_show(database: str, output: str | None, job_id: str) -> None:
 
 def _finish(outcome: Any, output: str | None, strict: bool) -> None:
     data = {"changed": outcome.changed, "job": job_json(outcome.job)}
-    emit(
-        data,
-        output,
-        lambda: click.echo(
-            f"{outcome.job.job_id}: {outcome.job.state.value}"
-            + ("" if outcome.changed else " (unchanged: it had finished already)")
-        ),
-    )
+    if outcome.changed:
+        note = ""
+    elif outcome.late:
+        note = " (unchanged: its deadline had passed; the result is recorded as late)"
+    else:
+        note = " (unchanged: it had finished already)"
+    emit(data, output, lambda: click.echo(f"{outcome.job.job_id}: {outcome.job.state.value}{note}"))
     if strict and not outcome.changed:
         sys.exit(EXIT_CONFLICT)
 

@@ -145,6 +145,9 @@ class FinishOutcome:
 
     changed: bool  # False: the job was already terminal; the earlier result stands
     job: Job
+    # True: the result came at or after the job's deadline, so the deadline answered instead:
+    # the result is recorded as late and the job is expired (by this call or before it).
+    late: bool = False
 
 
 def plan_attach(job: Job, ids: CallIds) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
@@ -230,3 +233,12 @@ def describe_duration(seconds: float) -> str:
         return f"{n} minute{'s' if n != 1 else ''}"
     n = math.floor(seconds + 0.5)
     return f"{n} second{'s' if n != 1 else ''}"
+
+
+def expired_result(job: Job) -> dict[str, object]:
+    """The result an expired job answers its call with."""
+    if job.deadline_at is None:
+        message = "No result arrived in time."
+    else:
+        message = f"No result within {describe_duration(job.deadline_at - job.created_at)}."
+    return {"message": message, "deadlineAt": job.deadline_at}

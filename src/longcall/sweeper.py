@@ -1,9 +1,14 @@
 """The sweeper: answers for results that never come.
 
-Started jobs past their deadline become ``expired`` with a result that says so, through the
-same conditional update as any completion (so a completion racing the deadline either wins
-or becomes a recorded no-op), and are resumed like any other job. Each expiry queues a
-``cancel`` outbox item so the tool's ``on_cancel`` hook can stop the external work.
+Started jobs past their deadline become ``expired`` with a result that says so, and are
+resumed like any other job. Each expiry queues a ``cancel`` outbox item so the tool's
+``on_cancel`` hook can stop the external work.
+
+The sweeper is not what makes a deadline hold: a result that arrives at or after the
+deadline is refused by the conditional terminal update itself, which expires the job there
+and then (:meth:`Store.finish <longcall.store.base.Store.finish>`). Both compare the deadline
+with the same clock, the database's unless a test clock is set, under the same rule
+(``deadline_at <= now`` is overdue), so the outcome does not depend on when the sweeper ran.
 """
 
 from __future__ import annotations
@@ -14,21 +19,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from longcall.jobs import Job, JobState, describe_duration, parse_duration
+from longcall.jobs import Job, expired_result, parse_duration
 
 if TYPE_CHECKING:
     from longcall.app import App
 
 log = logging.getLogger("longcall.sweeper")
 
-
-def expired_result(job: Job) -> dict[str, object]:
-    """The result an expired job answers its call with."""
-    if job.deadline_at is None:
-        message = "No result arrived in time."
-    else:
-        message = f"No result within {describe_duration(job.deadline_at - job.created_at)}."
-    return {"message": message, "deadlineAt": job.deadline_at}
+__all__ = ["Sweeper", "expired_result"]  # expired_result: where it used to live
 
 
 class Sweeper:
@@ -46,11 +44,9 @@ class Sweeper:
         while True:
             overdue = store.overdue(self.batch)
             for job in overdue:
-                outcome = store.finish(
-                    job.job_id, JobState.EXPIRED, expired_result(job), request_cancel=True
-                )
-                if outcome.changed:
-                    expired.append(outcome.job)
+                done = store.expire(job)
+                if done is not None:
+                    expired.append(done)
                     log.info("job %s expired", job.job_id)
             if len(overdue) < self.batch:
                 return expired

@@ -189,10 +189,12 @@ def paths() -> dict[str, Any]:
             }
         },
         "/v1/jobs/{jobId}/complete": _action(
-            "Complete the job (first result wins).", jobs.Complete
+            "Complete the job (first result wins; at or after its deadline the result is "
+            "late: recorded, `changed` false, the job expired).",
+            jobs.Complete,
         ),
-        "/v1/jobs/{jobId}/fail": _action("Fail the job.", jobs.Fail),
-        "/v1/jobs/{jobId}/cancel": _action("Cancel the job.", jobs.Cancel),
+        "/v1/jobs/{jobId}/fail": _action("Fail the job (late past its deadline).", jobs.Fail),
+        "/v1/jobs/{jobId}/cancel": _action("Cancel the job (late past its deadline).", jobs.Cancel),
         "/v1/jobs/{jobId}/progress": _action("Report progress.", jobs.Progress),
         "/v1/jobs/{jobId}/attach": _action(
             "Attach the job to its agent session and call.", jobs.Attach, 409
@@ -239,7 +241,8 @@ def paths() -> dict[str, Any]:
                 "summary": "A signed delivery from outside (Standard Webhooks).",
                 "description": "Signed with webhook-id, webhook-timestamp and "
                 "webhook-signature headers. Every verified delivery is answered 2xx: "
-                "duplicates, late results and unknown jobs too.",
+                "duplicates, late results and unknown jobs too. A result at or after the "
+                "job's deadline is `unchanged`: recorded as late, the job expired.",
                 "parameters": [
                     path_id("source"),
                     {

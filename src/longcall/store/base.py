@@ -22,6 +22,7 @@ from longcall.jobs import (
     Job,
     JobEvent,
     JobState,
+    expired_result,
     plan_attach,
 )
 from longcall.store import queries as sql
@@ -381,6 +382,12 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         ``changed=False`` with the job as it stands. ``request_cancel`` queues a ``cancel``
         outbox item so the external work is asked to stop, when the job's tool declared an
         ``on_cancel`` hook (:attr:`NewJob.cancel_hook`); otherwise nothing is queued.
+
+        A result at or after the job's deadline (``now >= deadline_at``, on the database's
+        clock unless a test clock is set) is late: it is recorded as such and changes
+        nothing, and a job still started is expired in the same transaction, exactly as the
+        sweeper would expire it. It returns ``changed=False, late=True`` with the expired job.
+        ``expired`` itself is never late.
         """
         if not state.terminal:
             raise ValueError(f"{state} is not a terminal state")
@@ -389,7 +396,8 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         outcome = self._transact(
             lambda tx: self._finish_in(tx, job_id, state, result, request_cancel, now)
         )
-        if outcome.changed and outcome.job.delivery is Delivery.READY:
+        # A late result may just have expired the job: that wakes the resumers too.
+        if (outcome.changed or outcome.late) and outcome.job.delivery is Delivery.READY:
             self._after_ready()
         return outcome
 
@@ -408,7 +416,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             outcome = self._finish_in(tx, run.job_id, state, body, False, now)
         except JobNotFound:
             return False
-        return outcome.changed and outcome.job.delivery is Delivery.READY
+        return (outcome.changed or outcome.late) and outcome.job.delivery is Delivery.READY
 
     def _progress_in(
         self, tx: Tx, job_id: str, data: Any, notify: bool, throttle: float, now: float | None
@@ -447,38 +455,73 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         request_cancel: bool,
         now: float | None,
     ) -> FinishOutcome:
+        # The hot path is this one statement: it applies the result only to a started job
+        # whose deadline is still ahead, compared on the clock at the update itself.
         row = tx.one("finish_job", job_id=job_id, state=state.value, result=dumps(result), now=now)
+        if row is not None:
+            job = self._finished_in(tx, row, result, request_cancel, now)
+            return FinishOutcome(changed=True, job=job)
+        current = tx.one("get_job_for_update", job_id=job_id)
+        if current is None:
+            raise JobNotFound(job_id)
+        job = job_from_row(current)
+        if job.state is JobState.STARTED:
+            # Refused while started: the deadline had passed. The deadline answers, here as
+            # the sweeper would, so the outcome never depends on whether it has run yet.
+            expired = self._expire_in(tx, job, now)
+            if expired is None:  # the deadline was moved on between the two statements
+                return self._finish_in(tx, job_id, state, result, request_cancel, now)
+            job = expired
+        # Late: the job expired at or after its deadline, so this result, which came later
+        # still, came after the deadline too (a job expired by hand before it is not late).
+        late = (
+            job.state is JobState.EXPIRED
+            and state is not JobState.EXPIRED
+            and job.deadline_at is not None
+            and job.finished_at is not None
+            and job.deadline_at <= job.finished_at
+        )
+        self._event(
+            tx,
+            job_id,
+            "ignored",
+            {
+                "state": state.value,
+                "result": result,
+                "reason": "late: after the deadline" if late else f"already {job.state.value}",
+                **({"late": True, "deadlineAt": job.deadline_at} if late else {}),
+            },
+            now,
+        )
+        return FinishOutcome(changed=False, job=job, late=late)
+
+    def _expire_in(self, tx: Tx, job: Job, now: float | None) -> Job | None:
+        """Expire ``job`` if it is started and its deadline has passed; None otherwise."""
+        result = expired_result(job)
+        row = tx.one("expire_job", job_id=job.job_id, result=dumps(result), now=now)
         if row is None:
-            current = tx.one("get_job", job_id=job_id)
-            if current is None:
-                raise JobNotFound(job_id)
-            job = job_from_row(current)
-            self._event(
-                tx,
-                job_id,
-                "ignored",
-                {
-                    "state": state.value,
-                    "result": result,
-                    "reason": f"already {job.state.value}",
-                },
-                now,
-            )
-            return FinishOutcome(changed=False, job=job)
+            return None
+        return self._finished_in(tx, row, result, True, now)
+
+    def _finished_in(
+        self, tx: Tx, row: Row, result: Any, request_cancel: bool, now: float | None
+    ) -> Job:
+        """What follows a terminal update in its transaction: the event, the cancel request,
+        the wake-up of the resumers."""
         job = job_from_row(row)
         tx.run(
             "insert_event",
-            job_id=job_id,
+            job_id=job.job_id,
             seq=row["event_seq"],
-            kind=state.value,
+            kind=job.state.value,
             data=dumps(result),
             now=now,
         )
         if request_cancel and row["cancel_hook"]:
-            tx.run("insert_outbox", job_id=job_id, kind="cancel", delay=0, holder=None, now=now)
+            tx.run("insert_outbox", job_id=job.job_id, kind="cancel", delay=0, holder=None, now=now)
         if job.delivery is Delivery.READY:
             self._ready(tx)
-        return FinishOutcome(changed=True, job=job)
+        return job
 
     def ingest(
         self,
@@ -565,6 +608,19 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         now = self._now()
         rows = self._transact(lambda tx: tx.all("overdue_jobs", now=now, limit=limit), write=False)
         return [job_from_row(r) for r in rows]
+
+    def expire(self, job: Job) -> Job | None:
+        """Expire ``job`` (from :meth:`overdue`) if it is still started and still overdue.
+
+        One conditional update, on the same clock and rule as :meth:`finish` uses to find a
+        result late, with the cancel request for the tool's ``on_cancel`` hook. Returns the
+        expired job, or None when it had finished or its deadline was moved on since.
+        """
+        now = self._now()
+        expired = self._transact(lambda tx: self._expire_in(tx, job, now))
+        if expired is not None and expired.delivery is Delivery.READY:
+            self._after_ready()
+        return expired
 
     def claim(self, holder: str, *, limit: int, lease: float) -> list[Job]:
         """Atomically take ready jobs with their sessions' leases.

@@ -52,7 +52,9 @@ WHERE job_id = %(job_id)s
 RETURNING *;
 
 -- name: finish_job
--- The conditional terminal update: only a started job changes, so the first result wins.
+-- The conditional terminal update: only a started job changes, so the first result wins,
+-- and only before its deadline: from deadline_at on (the sweeper's overdue_jobs rule,
+-- on the same clock) only the deadline answers, by expire_job.
 UPDATE lc_jobs SET
     state = %(state)s,
     result = %(result)s::jsonb,
@@ -71,6 +73,30 @@ UPDATE lc_jobs SET
         ELSE available_at END,
     attempts = CASE WHEN delivery = 'failed' THEN 0 ELSE attempts END
 WHERE job_id = %(job_id)s AND state = 'started'
+  AND (%(state)s = 'expired' OR deadline_at IS NULL OR deadline_at > lc_now(%(now)s))
+RETURNING *;
+
+-- name: expire_job
+-- The deadline's answer: a started job whose deadline has passed becomes expired (the
+-- sweeper, or a result that came too late). Not once the deadline was moved past now.
+UPDATE lc_jobs SET
+    state = 'expired',
+    result = %(result)s::jsonb,
+    finished_at = lc_now(%(now)s),
+    updated_at = lc_now(%(now)s),
+    event_seq = event_seq + 1,
+    -- 'failed' here can only be a given-up progress announcement: the final result still goes.
+    delivery = CASE
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN 'ready'
+        ELSE delivery END,
+    available_at = CASE
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN lc_now(%(now)s)
+        WHEN delivery = 'ready' AND claim_holder IS NULL THEN LEAST(available_at, lc_now(%(now)s))
+        ELSE available_at END,
+    attempts = CASE WHEN delivery = 'failed' THEN 0 ELSE attempts END
+WHERE job_id = %(job_id)s AND state = 'started' AND deadline_at <= lc_now(%(now)s)
 RETURNING *;
 
 -- name: record_progress

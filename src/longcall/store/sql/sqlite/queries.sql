@@ -50,7 +50,9 @@ WHERE job_id = :job_id
 RETURNING *;
 
 -- name: finish_job
--- The conditional terminal update: only a started job changes, so the first result wins.
+-- The conditional terminal update: only a started job changes, so the first result wins,
+-- and only before its deadline: from deadline_at on (the sweeper's overdue_jobs rule,
+-- on the same clock) only the deadline answers, by expire_job.
 UPDATE lc_jobs SET
     state = :state,
     result = :result,
@@ -69,6 +71,30 @@ UPDATE lc_jobs SET
         ELSE available_at END,
     attempts = CASE WHEN delivery = 'failed' THEN 0 ELSE attempts END
 WHERE job_id = :job_id AND state = 'started'
+  AND (:state = 'expired' OR deadline_at IS NULL OR deadline_at > :now)
+RETURNING *;
+
+-- name: expire_job
+-- The deadline's answer: a started job whose deadline has passed becomes expired (the
+-- sweeper, or a result that came too late). Not once the deadline was moved past now.
+UPDATE lc_jobs SET
+    state = 'expired',
+    result = :result,
+    finished_at = :now,
+    updated_at = :now,
+    event_seq = event_seq + 1,
+    -- 'failed' here can only be a given-up progress announcement: the final result still goes.
+    delivery = CASE
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN 'ready'
+        ELSE delivery END,
+    available_at = CASE
+        WHEN delivery IN ('none', 'failed') AND session_id IS NOT NULL AND call_id IS NOT NULL
+        THEN :now
+        WHEN delivery = 'ready' AND claim_holder IS NULL THEN MIN(available_at, :now)
+        ELSE available_at END,
+    attempts = CASE WHEN delivery = 'failed' THEN 0 ELSE attempts END
+WHERE job_id = :job_id AND state = 'started' AND deadline_at <= :now
 RETURNING *;
 
 -- name: record_progress
