@@ -249,7 +249,9 @@ def test_the_nineteen_minute_report_on_adk(tmp_path: Path) -> None:
             assert log[-1].data == {
                 "state": "succeeded",
                 "result": {"url": "late"},
-                "reason": "already expired",
+                "reason": "late: after the deadline",
+                "late": True,
+                "deadlineAt": at("11:07:00"),
             }
             assert log[-1].created_at == at("11:10:00")
             assert await resumer.run_once() == 0
