@@ -123,7 +123,12 @@ def test_bobs_result_never_reaches_anas_session(users: Users) -> None:
     while users.served.app.get_job(bobs["jobId"]).delivery.value != "orphaned":
         assert time.monotonic() < deadline, "Bob's job was never given up as orphaned"
         time.sleep(0.05)
-    assert "666" not in str(users.transcript(users.ana).json())
+    events = users.transcript(users.ana).json()["events"]
+    answers = [r["response"] for e in events for r in e["functionResponses"]]
+    assert answers, "Ana's transcript holds no function response"
+    # Ana's call has had only its pending answer; nothing of Bob's job is in her session.
+    assert all(isinstance(a, dict) and a.get("status") == "pending" for a in answers), answers
+    assert bobs["jobId"] not in str(events)
     # Ana's own result still reaches her.
     users.call("POST", f"/v1/jobs/{users.ana_job}/complete", users.ana, {"result": {"rows": 7}})
     while "rows 7" not in " ".join(texts(users.transcript(users.ana))):
