@@ -11,7 +11,7 @@ from typing import Any
 
 import pydantic
 
-from longcall.server.checks import QUERY_RULES, param_schema
+from longcall.server.checks import PATH_RULES, QUERY_RULES, param_schema
 
 ANY: dict[str, Any] = {}  # any JSON value
 TIME = {"type": "string", "format": "date-time"}
@@ -62,13 +62,13 @@ def query(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]
     return {"name": name, "in": "query", "description": description, "schema": schema}
 
 
-PATH_IDS = {
-    "jobId": "job_id",
-    "runId": "run_id",
-    "cronId": "cron_id",
-    "sessionId": "session_id",
-    "source": "source",
-}
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)
+
+
+# The spec names path ids as the API does (jobId); their rules are the routes' (job_id).
+PATH_IDS = {_camel(route_name): kind for route_name, kind in PATH_RULES.items()}
 
 
 def path_id(name: str, example: str | None = None) -> dict[str, Any]:
