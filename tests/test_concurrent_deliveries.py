@@ -9,6 +9,7 @@ would, records when each session's runs start and end, so overlaps and order can
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import time
@@ -19,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall import CallIds, Delivery, JobState, Message
+from longcall import CallIds, Delivery, JobState, Message, delivery
 from longcall.agents import AgentEvent
 from longcall.cli import main as cli_main
 from longcall.worker import Worker
@@ -329,3 +330,52 @@ def test_a_session_claimed_again_mid_delivery_waits_for_it(app: longcall.App) ->
     assert agent.peak["s1"] == 1
     assert agent.order["s1"] == ["c-1", "c-2"]
     assert agent.started["c-2"] >= agent.finished["c-1"]
+
+
+def test_a_session_claimed_between_its_release_and_the_delivery_s_end_is_not_stuck(
+    app: longcall.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A delivery's last commit releases its session's lease a moment before its task ends;
+    a claim in that moment takes the lease again and gives its jobs back. The delivery in
+    hand then releases that lease as it ends, so the given-back job goes out at once rather
+    than when the lease runs out (60 s, the default here)."""
+    export = export_tool(app)
+    agent = Sessions()
+    worker = Worker(app, agent, poll_interval="0.05s")
+    assert worker.deliverer is not None
+    held_open = asyncio.Event()  # bound to the scenario's loop on first use
+
+    class HeartbeatHeldAtStop(delivery._Heartbeat):
+        """Holds the first delivery of s1 in the moment after its lease was released."""
+
+        async def stop(self) -> None:
+            await super().stop()
+            if self._jobs[0].call_id == "c-1":
+                await held_open.wait()
+
+    monkeypatch.setattr(delivery, "_Heartbeat", HeartbeatHeldAtStop)
+    caplog.set_level(logging.INFO, logger="longcall.delivery")
+
+    async def scenario() -> float:
+        running = asyncio.create_task(worker.run(handle_signals=False))
+        first = await ready_job(app, export, "s1", 1)
+        await all_delivered(app, [first])  # its lease is released; its task has not ended
+        second = await ready_job(app, export, "s1", 2)
+        await until(
+            lambda: any("claimed again" in r.getMessage() for r in caplog.records),
+            "the worker to claim s1 again while its first delivery is in flight",
+        )
+        assert "c-2" not in agent.started, "a second delivery began inside the first"
+        held_open.set()
+        released = time.monotonic()
+        await all_delivered(app, [second])
+        waited = time.monotonic() - released
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+        return waited
+
+    waited = asyncio.run(scenario())
+    print(f"\ngiven-back job delivered {waited * 1000:.0f} ms after the first delivery ended")
+    assert waited < 10, f"the session's lease sat until it ran out ({waited:.1f} s)"
+    assert agent.peak["s1"] == 1
+    assert agent.order["s1"] == ["c-1", "c-2"]

@@ -100,6 +100,9 @@ class Deliverer:
         self.stats: Counter[str] = Counter()
         self._stopping = False
         self._marks = _GroupCommit(self)
+        # Sessions this holder claimed again while their delivery was still in flight: that
+        # claim took the session's lease, which the delivery in hand must release as it ends.
+        self._claimed_again: set[str] = set()
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -132,6 +135,10 @@ class Deliverer:
         finally:
             await heartbeat.stop()
             if not released:
+                await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
+            # Checked after every wait: a claim may land while any of them is pending.
+            while session_id in self._claimed_again:
+                self._claimed_again.discard(session_id)
                 await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
 
     async def _deliver_group(
@@ -289,12 +296,14 @@ class Deliverer:
                     continue
                 try:
                     claimed = await self._claim(min(self.batch, free))
-                    await self._start(claimed, in_flight, wake)
+                    started = await self._start(claimed, in_flight, wake)
                 except Exception:
                     log.exception("deliverer pass failed; retrying")
                     await wait_any(stop, None, self.poll_interval)
                     continue
-                if claimed or stop.is_set():
+                # Only what was claimed but given back (its session still being delivered
+                # to) waits: for that delivery to end (its slot wakes the loop) or the poll.
+                if started or stop.is_set():
                     continue
                 await wait_any(stop, wake, self.poll_interval)
             if in_flight:
@@ -316,28 +325,34 @@ class Deliverer:
 
     async def _start(
         self, claimed: list[Job], in_flight: dict[str, asyncio.Task[None]], wake: asyncio.Event
-    ) -> None:
+    ) -> int:
         """Start one delivery task per claimed session, each freeing its slot (and waking
-        the loop) as it ends."""
+        the loop) as it ends; return how many started."""
+        started = 0
         for session_id, jobs in _by_session(claimed).items():
-            if session_id in in_flight:
-                # Only a lease that ran out under a delivery still in flight lets this holder
-                # claim its session again: the lease is this holder's either way, and the
-                # delivery in hand releases it. Two deliveries into one session must never
-                # run at once, so these jobs wait for the next claim after it.
-                log.warning(
+            running = in_flight.get(session_id)
+            if running is not None and not running.done():
+                # The session's lease was free, so this holder could claim it again: the
+                # delivery in hand released it with its last commit and has not ended yet,
+                # or its lease ran out under it. Two deliveries into one session must never
+                # run at once, so these jobs go back, and the delivery in hand releases the
+                # lease this claim took as it ends (else it would sit until it runs out).
+                log.info(
                     "session %s was claimed again while its delivery is still running; "
                     "giving back jobs %s",
                     session_id,
                     [j.job_id for j in jobs],
                 )
+                self._claimed_again.add(session_id)
                 await self._give_back(jobs)
                 continue
             task = asyncio.create_task(self._deliver_session(jobs), name=f"deliver {session_id}")
             in_flight[session_id] = task
+            started += 1
 
             def done(task: asyncio.Task[None], session_id: str = session_id) -> None:
-                in_flight.pop(session_id, None)
+                if in_flight.get(session_id) is task:
+                    del in_flight[session_id]
                 wake.set()
                 if not task.cancelled() and task.exception() is not None:
                     log.error(
@@ -345,6 +360,7 @@ class Deliverer:
                     )
 
             task.add_done_callback(done)
+        return started
 
     def stop_soon(self) -> None:
         """Finish the group in hand, give the rest back, and let :meth:`run` return."""
