@@ -398,7 +398,9 @@ def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:
 
 def leftovers(url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Session leases still held, and jobs claimed but neither delivered nor given back."""
-    leases = sql_rows(url, "SELECT session_id, holder, kind FROM lc_session_leases")
+    leases = sql_rows(
+        url, "SELECT session_id, holder, kind FROM lc_session_leases WHERE holder <> ''"
+    )
     claimed = sql_rows(
         url,
         "SELECT job_id, delivery, claim_holder FROM lc_jobs WHERE claim_holder IS NOT NULL",

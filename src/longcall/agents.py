@@ -8,12 +8,13 @@ their own call id.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from longcall.errors import AttachConflict, JobNotFound
+from longcall.errors import AttachConflict, FenceLost, JobNotFound
 from longcall.jobs import CallIds
 
 if TYPE_CHECKING:
@@ -39,11 +40,41 @@ class FunctionResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class Fence:
+    """The fencing token of a delivery: who holds the session's lease, under which take.
+
+    Every take of a session's lease raises its token. A delivery whose holder stalled past
+    its lease (a frozen process, a long pause, a partition) and was overtaken carries an older
+    token than the session's: an agent store checks :meth:`check` (or, in the same
+    transaction as its write, the holder and token) right before it appends to the session,
+    and writes nothing once the fence is lost.
+    """
+
+    session_id: str
+    holder: str
+    token: int
+    held: Callable[[], bool] = field(compare=False, repr=False)
+    """Asks the job table whether the holder still holds the session under ``token``."""
+
+    def check(self) -> None:
+        """Raise :class:`~longcall.errors.FenceLost` unless the lease is still this one's."""
+        if not self.held():
+            raise FenceLost(self.session_id, self.holder, self.token)
+
+    async def check_async(self) -> None:
+        await asyncio.to_thread(self.check)
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
-    """What goes into a session: a user's text, or function responses (never both)."""
+    """What goes into a session: a user's text, or function responses (never both).
+
+    A delivery's message carries its :class:`Fence`; a user's turn carries none.
+    """
 
     text: str | None = None
     function_responses: tuple[FunctionResponse, ...] = ()
+    fence: Fence | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if (self.text is None) == (not self.function_responses):
@@ -72,7 +103,9 @@ class AgentRunner(Protocol):
         """Run ``message`` into the session; yield the events the run produces.
 
         Raise :class:`~longcall.errors.UnknownCallError` for a function response whose call
-        the session does not hold, before anything is stored.
+        the session does not hold, before anything is stored. When the message carries a
+        :class:`Fence`, check it right before each write into the session and raise
+        :class:`~longcall.errors.FenceLost` instead of writing once it is lost.
         """
         ...
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import threading
@@ -26,8 +27,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from longcall.agents import AgentEvent, AgentRunner, CallObserver, FunctionResponse, Message
-from longcall.errors import UnknownCallError
+from longcall.agents import AgentEvent, AgentRunner, CallObserver, Fence, FunctionResponse, Message
+from longcall.errors import FenceLost, UnknownCallError
 from longcall.jobs import Delivery, Job, final_response, parse_duration, progress_response
 from longcall.store.core import NOTIFY_CHANNEL
 from longcall.wakeups import listen_in_thread, wait_any
@@ -132,6 +133,16 @@ class Deliverer:
                     break
                 last = index == len(groups) - 1
                 released = await self._deliver_group(session_id, group, release_after=last)
+        except asyncio.CancelledError:
+            if not heartbeat.lost:
+                raise
+            # Cut short by its own heartbeat, not by whoever runs the deliverer: that
+            # cancel ends here. Jobs not yet delivered go back unless claimed again since.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await self._give_back(jobs)
+            self._count("fence_lost", jobs)
         finally:
             await heartbeat.stop()
             if not released:
@@ -160,7 +171,10 @@ class Deliverer:
             to_send.append(job)
         if not to_send:
             return False
-        message = Message(function_responses=tuple(response_of(j) for j in to_send))
+        message = Message(
+            function_responses=tuple(response_of(j) for j in to_send),
+            fence=self._fence(session_id, to_send[0]),
+        )
         observer = CallObserver(
             self.app, app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
@@ -169,6 +183,13 @@ class Deliverer:
                 await observer.observe(event)
                 if self.on_event is not None:
                     self.on_event(to_send[0], event)
+        except FenceLost as exc:
+            # Another holder (or a user turn) has the session now: this delivery wrote
+            # nothing after losing it, and its jobs are theirs, or ready again, to deliver.
+            log.warning("delivery to session %s stopped: %s", session_id, exc)
+            await self._give_back(to_send)
+            self._count("fence_lost", to_send)
+            return False
         except UnknownCallError as exc:
             if len(to_send) > 1:
                 # The agent refused the whole message before storing any of it: send each
@@ -202,6 +223,19 @@ class Deliverer:
         self._count("delivered", [j for j in to_send if j.terminal])
         self._count("progress_delivered", [j for j in to_send if not j.terminal])
         return release_after
+
+    def _fence(self, session_id: str, job: Job) -> Fence | None:
+        """The fence this delivery's claim was taken under, for the agent to check."""
+        if job.claim_fence is None:
+            return None
+        return Fence(
+            session_id,
+            self.holder,
+            job.claim_fence,
+            functools.partial(
+                self.app.store.holds_session, session_id, self.holder, job.claim_fence
+            ),
+        )
 
     def _count(self, outcome: str, jobs: list[Job]) -> None:
         """Tally a delivery outcome, and tell the app's listeners (the server's metrics)."""
@@ -421,7 +455,10 @@ class _GroupCommit:
 
 
 class _Heartbeat:
-    """Renews a session's claims every third of the lease while its delivery runs.
+    """Renews a session's claims every third of the lease while its delivery runs, and cuts
+    the delivery short once they are lost: a holder that lost its claim must not go on
+    writing into the session (the agent's own fence check is the last line; this is the
+    first).
 
     A timer rather than a task: most deliveries end long before the first beat.
     """
@@ -430,8 +467,10 @@ class _Heartbeat:
         self._deliverer = deliverer
         self._jobs = jobs
         self._loop = asyncio.get_running_loop()
+        self._delivery = asyncio.current_task()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
+        self.lost = False
         self._handle = self._loop.call_later(deliverer.lease / 3, self._beat)
 
     def _beat(self) -> None:
@@ -446,12 +485,17 @@ class _Heartbeat:
         except Exception:
             log.exception("could not renew leases; another deliverer may take over")
         else:
-            if not kept:
+            if not kept and not self._stopped:
                 log.error(
-                    "lost the lease on session %s: this delivery outlived it and another "
-                    "holder may run the session now",
+                    "lost the lease on session %s (fence %s): this delivery outlived it, so it "
+                    "stops here and writes nothing more",
                     self._jobs[0].session_id,
+                    self._jobs[0].claim_fence,
                 )
+                self.lost = True
+                if self._delivery is not None:
+                    self._delivery.cancel()
+                return
         if not self._stopped:
             self._handle = self._loop.call_later(deliverer.lease / 3, self._beat)
 

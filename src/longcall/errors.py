@@ -128,6 +128,25 @@ class UnknownCallError(AgentError):
     """The session holds no function call with this id: the response can never be delivered."""
 
 
+class FenceLost(AgentError):
+    """A delivery's holder no longer holds its session under the delivery's fence.
+
+    Someone took the session's lease since (a worker that took over after this holder
+    stalled past its lease, or a user turn), or the lease ran out: whatever this delivery
+    would write into the session now could double or interleave with theirs, so it writes
+    nothing.
+    """
+
+    def __init__(self, session_id: str, holder: str, fence: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is no longer held by {holder!r} under fence {fence}: "
+            "its lease was taken by someone else or ran out"
+        )
+        self.session_id = session_id
+        self.holder = holder
+        self.fence = fence
+
+
 class WebhookError(LongcallError):
     """A webhook delivery was refused.
 

@@ -111,6 +111,7 @@ class Job:
     attempts: int = 0
     last_error: str | None = None
     attached_at: float | None = None  # when both session and call id were known
+    claim_fence: int | None = None  # the session's fence when this claim was taken
 
     @property
     def terminal(self) -> bool:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
+from longcall.agents import AgentEvent, Fence, FunctionCall, FunctionResponse, Message
 from longcall.errors import AgentError, UnknownCallError
 from longcall.jobs import CallIds
 
@@ -141,22 +141,34 @@ class ScriptedAgent:
             async for event in self._answer_text(user_id, session_id, message.text):
                 yield event
         else:
-            async for event in self._answer_responses(session_id, message.function_responses):
+            async for event in self._answer_responses(
+                session_id, message.function_responses, message.fence
+            ):
                 yield event
 
-    async def _store(self, session_id: str, event: AgentEvent, final_to: str | None = None) -> bool:
+    async def _store(
+        self,
+        session_id: str,
+        event: AgentEvent,
+        final_to: str | None = None,
+        fence: Fence | None = None,
+    ) -> bool:
+        # A delivery's fence is checked in the transaction that appends: no window at all.
         seqs = await self.app.in_thread(
             self.app.store.append_session_events,
             session_id,
             [(event.invocation_id, event.author, _content(event), final_to)],
+            fence=None if fence is None else (fence.holder, fence.token),
         )
         return seqs[0] is not None
 
-    async def _say(self, session_id: str, invocation_id: str, text: str) -> AgentEvent:
+    async def _say(
+        self, session_id: str, invocation_id: str, text: str, fence: Fence | None = None
+    ) -> AgentEvent:
         if self.think is not None:
             await self.think()
         event = AgentEvent(author=self.name, invocation_id=invocation_id, text=text)
-        await self._store(session_id, event)
+        await self._store(session_id, event, fence=fence)
         return event
 
     async def _answer_text(
@@ -216,7 +228,7 @@ class ScriptedAgent:
         }
 
     async def _answer_responses(
-        self, session_id: str, responses: Sequence[FunctionResponse]
+        self, session_id: str, responses: Sequence[FunctionResponse], fence: Fence | None
     ) -> AsyncIterator[AgentEvent]:
         owners = await self._invocation_of_calls(session_id)
         unknown = [r.id for r in responses if r.id not in owners]
@@ -232,12 +244,12 @@ class ScriptedAgent:
             event = AgentEvent(
                 author="user", invocation_id=invocation_id, function_responses=(response,)
             )
-            if await self._store(session_id, event, final_to):
+            if await self._store(session_id, event, final_to, fence):
                 fresh.append(response)
                 yield event
         if fresh:
             yield await self._say(
-                session_id, invocation_id, " ".join(self.replies(r) for r in fresh)
+                session_id, invocation_id, " ".join(self.replies(r) for r in fresh), fence
             )
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:

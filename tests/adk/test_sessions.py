@@ -625,7 +625,9 @@ def test_the_plugin_never_raises_when_its_database_cannot_be_opened(
 
 def leases(db: Path) -> list[tuple[str, str, str]]:
     with contextlib.closing(sqlite3.connect(db)) as conn:
-        rows = conn.execute("SELECT session_id, kind, holder FROM lc_session_leases").fetchall()
+        rows = conn.execute(
+            "SELECT session_id, kind, holder FROM lc_session_leases WHERE holder <> ''"
+        ).fetchall()
     return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 
@@ -714,7 +716,8 @@ def export_data(export_type: str) -> dict:
     """Exports the user's data as a file; the link arrives later."""
     path = os.environ["LONGCALL_DATABASE_URL"].removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:
-        kinds = [k for (k,) in conn.execute("SELECT kind FROM lc_session_leases")]
+        held = conn.execute("SELECT kind FROM lc_session_leases WHERE holder <> ''")
+        kinds = [k for (k,) in held]
     return {"message": f"leases held: {kinds}"}
 
 

@@ -26,6 +26,7 @@ from google.adk.runners import Runner
 from google.adk.sessions.session import Session
 from google.genai import types
 
+from longcall.adk.fencing import DELIVERY_FENCE, fence_appends
 from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
 from longcall.errors import AgentError, UnknownCallError
 
@@ -89,11 +90,17 @@ def calls_in(session: Session) -> dict[str, str]:
 
 
 class AdkAgentRunner:
-    """An :class:`~longcall.agents.AgentRunner` over a google-adk ``Runner``."""
+    """An :class:`~longcall.agents.AgentRunner` over a google-adk ``Runner``.
+
+    It wraps the runner's session service in a
+    :class:`~longcall.adk.fencing.FencedSessionService`, so that a delivery whose holder lost
+    the session's lease appends nothing more to it (user turns pass straight through).
+    """
 
     def __init__(
         self, runner: Runner, *, stale_retries: int = 6, stale_backoff: float = 0.05
     ) -> None:
+        fence_appends(runner)
         self.runner = runner
         self.app_name: str = runner.app_name
         self.stale_retries = stale_retries
@@ -130,6 +137,7 @@ class AdkAgentRunner:
                     f"{unknown[0]!r}"
                 )
         token = RESUMING.set(True)
+        fence_token = DELIVERY_FENCE.set(message.fence)
         try:
             for attempt in range(1, self.stale_retries + 1):
                 yielded = False
@@ -154,6 +162,8 @@ class AdkAgentRunner:
                     raise
         finally:
             # A generator closed from another context (garbage collection) cannot reset.
+            with contextlib.suppress(ValueError):
+                DELIVERY_FENCE.reset(fence_token)
             with contextlib.suppress(ValueError):
                 RESUMING.reset(token)
 

@@ -145,6 +145,7 @@ def job_from_row(row: Row) -> Job:
         attempts=row["attempts"],
         last_error=row["last_error"],
         attached_at=row["attached_at"],
+        claim_fence=row["claim_fence"],
     )
 
 
@@ -638,10 +639,9 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             rows = tx.all("claim_candidates", now=now, limit=limit)
             # Leases in a fixed order: two claimers wanting the same sessions queue instead
             # of deadlocking on each other's lease rows.
-            leased = {
-                session_id
-                for session_id in sorted({row["session_id"] for row in rows})
-                if tx.one(
+            fences: dict[str, int] = {}
+            for session_id in sorted({row["session_id"] for row in rows}):
+                lease_row = tx.one(
                     "take_session_lease",
                     session_id=session_id,
                     holder=holder,
@@ -649,15 +649,15 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                     ttl=lease,
                     now=now,
                 )
-                is not None
-            }
+                if lease_row is not None:
+                    fences[session_id] = lease_row["fence"]
             # With its session in hand, take every ready job of it, not only those within
             # the limit, so the calls of one invocation go out as one message. When the
             # limit cut nothing off, the candidates are all there is.
             truncated = len(rows) >= limit
             claimed = []
             for session_id in dict.fromkeys(row["session_id"] for row in rows):
-                if session_id not in leased:
+                if session_id not in fences:
                     continue
                 if truncated:
                     ready = tx.all("session_ready_jobs", session_id=session_id, now=now)
@@ -665,7 +665,12 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                     ready = [row for row in rows if row["session_id"] == session_id]
                 for row in ready:
                     got = tx.one(
-                        "claim_job", job_id=row["job_id"], holder=holder, lease=lease, now=now
+                        "claim_job",
+                        job_id=row["job_id"],
+                        holder=holder,
+                        fence=fences[session_id],
+                        lease=lease,
+                        now=now,
                     )
                     if got is not None:
                         claimed.append(job_from_row(got))
@@ -676,28 +681,40 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
     def renew(self, holder: str, jobs: Iterable[Job], *, lease: float) -> bool:
         """Extend the claims on ``jobs`` and their sessions' leases by ``lease`` seconds.
 
-        Only leases still held are extended; a released one is never taken again here.
-        False when a session's lease was lost (it ran out and someone else took it).
+        Only leases still held under the jobs' fence are extended; a released one is never
+        taken again here. False when a session's lease was lost (it ran out and someone else
+        took it, or this holder's own newer claim did).
         """
         now = self._now()
         jobs = list(jobs)
 
         def work(tx: Tx) -> bool:
-            kept = True
-            for session_id in sorted({j.session_id for j in jobs if j.session_id}):
-                kept &= (
+            # The jobs of one session were claimed together, under one fence; a session
+            # whose lease is lost keeps its jobs' claims as they are, to run out.
+            fences = {j.session_id: j.claim_fence for j in jobs if j.session_id}
+            kept = {
+                session_id
+                for session_id in sorted(fences)
+                if tx.run(
+                    "renew_fenced_session_lease",
+                    session_id=session_id,
+                    holder=holder,
+                    fence=fences[session_id],
+                    ttl=lease,
+                    now=now,
+                )
+            }
+            for job in jobs:
+                if job.session_id in kept:
                     tx.run(
-                        "renew_session_lease",
-                        session_id=session_id,
+                        "renew_job_claim",
+                        job_id=job.job_id,
                         holder=holder,
-                        ttl=lease,
+                        fence=job.claim_fence,
+                        lease=lease,
                         now=now,
                     )
-                    > 0
-                )
-            for job in jobs:
-                tx.run("renew_job_claim", job_id=job.job_id, holder=holder, lease=lease, now=now)
-            return kept
+            return len(kept) == len(fences)
 
         return self._transact(work)
 
@@ -706,7 +723,8 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
         For a terminal job that ends delivery. For a progress delivery the job goes quiet
         until newer progress (no sooner than ``throttle``) or its final result. False when
-        the claim was lost (its lease ran out and another holder took the job).
+        the claim was lost: the job was claimed again since (its fence moved on), whoever
+        holds it now.
         """
         return self.mark_group_delivered([job], holder, throttle=throttle) == 1
 
@@ -745,13 +763,18 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                 for job in jobs:
                     if job.terminal:
                         marked += tx.run(
-                            "mark_final_delivered", job_id=job.job_id, holder=holder, now=now
+                            "mark_final_delivered",
+                            job_id=job.job_id,
+                            holder=holder,
+                            fence=job.claim_fence,
+                            now=now,
                         )
                     else:
                         marked += tx.run(
                             "mark_progress_delivered",
                             job_id=job.job_id,
                             holder=holder,
+                            fence=job.claim_fence,
                             seq=job.notify_seq,
                             throttle=throttle,
                             now=now,
@@ -785,6 +808,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                 "release_job",
                 job_id=job.job_id,
                 holder=holder,
+                fence=job.claim_fence,
                 error=error,
                 delivery=delivery.value,
                 delay=delay,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from longcall.errors import StoreError
+from longcall.errors import FenceLost, StoreError
 from longcall.store.core import StoreCore, Tx, dumps, loads
 
 
@@ -26,7 +26,10 @@ class SessionOps(StoreCore):
     """Session leases and scripted-agent sessions; part of :class:`~longcall.store.Store`."""
 
     def take_session(self, session_id: str, holder: str, *, kind: str, ttl: float) -> bool:
-        """Take (or renew) the session's lease unless a live one is held by someone else."""
+        """Take (or renew) the session's lease unless a live one is held by someone else.
+
+        Either raises the session's fence, so a delivery under an earlier take is fenced off.
+        """
         now = self._now()
         row = self._transact(
             lambda tx: tx.one(
@@ -49,6 +52,18 @@ class SessionOps(StoreCore):
             )
         )
         return changed > 0
+
+    def holds_session(self, session_id: str, holder: str, fence: int) -> bool:
+        """Whether ``holder`` still holds the session under ``fence``: nobody took the lease
+        since, and it has not run out."""
+        now = self._now()
+        row = self._transact(
+            lambda tx: tx.one(
+                "session_fence_held", session_id=session_id, holder=holder, fence=fence, now=now
+            ),
+            write=False,
+        )
+        return row is not None
 
     def release_session(self, session_id: str, holder: str) -> None:
         def work(tx: Tx) -> None:
@@ -74,17 +89,36 @@ class SessionOps(StoreCore):
         return self._transact(work)
 
     def append_session_events(
-        self, session_id: str, events: Iterable[tuple[str, str, dict[str, Any], str | None]]
+        self,
+        session_id: str,
+        events: Iterable[tuple[str, str, dict[str, Any], str | None]],
+        *,
+        fence: tuple[str, int] | None = None,
     ) -> list[int | None]:
         """Append (invocation_id, author, content, final_response_to) events in one commit.
 
         An event that closes a call (``final_response_to`` set) is appended at most once per
         session and call: a repeat is skipped and gets None instead of a sequence number.
+        With ``fence`` (holder, token) nothing is appended unless that holder still holds the
+        session under that token, checked in the same transaction: :class:`FenceLost`.
         """
         now = self._now()
         events = list(events)
 
         def work(tx: Tx) -> list[int | None]:
+            if fence is not None:
+                holder, token = fence
+                if (
+                    tx.one(
+                        "session_fence_held",
+                        session_id=session_id,
+                        holder=holder,
+                        fence=token,
+                        now=now,
+                    )
+                    is None
+                ):
+                    raise FenceLost(session_id, holder, token)
             seqs: list[int | None] = []
             for invocation_id, author, content, final_to in events:
                 if final_to is not None and tx.one(

@@ -145,19 +145,24 @@ ORDER BY available_at, job_id
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_job
-UPDATE lc_jobs SET claim_holder = %(holder)s, available_at = lc_now(%(now)s) + %(lease)s,
-                   attempts = attempts + 1, updated_at = lc_now(%(now)s)
+UPDATE lc_jobs SET claim_holder = %(holder)s, claim_fence = %(fence)s,
+                   available_at = lc_now(%(now)s) + %(lease)s, attempts = attempts + 1,
+                   updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s AND delivery = 'ready'
 RETURNING *;
 
 -- name: renew_job_claim
 UPDATE lc_jobs SET available_at = lc_now(%(now)s) + %(lease)s
-WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
+  AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
+  AND delivery = 'ready';
 
 -- name: mark_final_delivered
 UPDATE lc_jobs SET delivery = 'delivered', delivered_at = lc_now(%(now)s), claim_holder = NULL,
                    available_at = NULL, attempts = 0, last_error = NULL, updated_at = lc_now(%(now)s)
-WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready' AND state <> 'started';
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
+  AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
+  AND delivery = 'ready' AND state <> 'started';
 
 -- name: mark_progress_delivered
 UPDATE lc_jobs SET
@@ -170,13 +175,17 @@ UPDATE lc_jobs SET
                         WHEN notify_seq > %(seq)s THEN lc_now(%(now)s) + %(throttle)s
                         ELSE NULL END,
     updated_at = lc_now(%(now)s)
-WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
+  AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
+  AND delivery = 'ready';
 
 -- name: release_job
 -- A delivery that did not happen: retry later, or give up visibly (failed / orphaned).
 UPDATE lc_jobs SET claim_holder = NULL, last_error = %(error)s, delivery = %(delivery)s,
                    available_at = lc_now(%(now)s) + %(delay)s, updated_at = lc_now(%(now)s)
-WHERE job_id = %(job_id)s AND claim_holder = %(holder)s AND delivery = 'ready';
+WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
+  AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
+  AND delivery = 'ready';
 
 -- name: overdue_jobs
 -- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
@@ -205,19 +214,36 @@ LIMIT %(limit)s;
 SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
 
 -- name: take_session_lease
-INSERT INTO lc_session_leases (session_id, holder, kind, expires_at)
-VALUES (%(session_id)s, %(holder)s, %(kind)s, lc_now(%(now)s) + %(ttl)s)
+-- Every take raises the session's fence, a renewal by the same holder too: a delivery still
+-- running under the lease's earlier take is fenced off from the new one.
+INSERT INTO lc_session_leases (session_id, holder, kind, expires_at, fence)
+VALUES (%(session_id)s, %(holder)s, %(kind)s, lc_now(%(now)s) + %(ttl)s, 1)
 ON CONFLICT (session_id) DO UPDATE SET
-    holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at
+    holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at,
+    fence = lc_session_leases.fence + 1
 WHERE lc_session_leases.expires_at <= lc_now(%(now)s) OR lc_session_leases.holder = excluded.holder
-RETURNING holder;
+RETURNING holder, fence;
 
 -- name: renew_session_lease
+-- A user turn's lease: its holder is its own, so the holder alone must match.
 UPDATE lc_session_leases SET expires_at = lc_now(%(now)s) + %(ttl)s
 WHERE session_id = %(session_id)s AND holder = %(holder)s;
 
+-- name: renew_fenced_session_lease
+-- A delivery's lease: only under the fence it was claimed with.
+UPDATE lc_session_leases SET expires_at = lc_now(%(now)s) + %(ttl)s
+WHERE session_id = %(session_id)s AND holder = %(holder)s AND fence = %(fence)s;
+
 -- name: release_session_lease
-DELETE FROM lc_session_leases WHERE session_id = %(session_id)s AND holder = %(holder)s;
+-- The row stays (emptied and expired) so that the session's fence keeps rising.
+UPDATE lc_session_leases SET holder = '', expires_at = 0
+WHERE session_id = %(session_id)s AND holder = %(holder)s;
+
+-- name: session_fence_held
+-- Whether a fenced holder still holds the session: nobody took it since, and it has not run out.
+SELECT 1 AS held FROM lc_session_leases
+WHERE session_id = %(session_id)s AND holder = %(holder)s AND fence = %(fence)s
+  AND expires_at > lc_now(%(now)s);
 
 -- name: insert_outbox
 INSERT INTO lc_outbox (job_id, kind, available_at, holder, created_at)

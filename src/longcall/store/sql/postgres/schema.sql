@@ -39,7 +39,8 @@ CREATE TABLE lc_jobs (
     attempts        INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
     attached_at     DOUBLE PRECISION,  -- schema 6
-    cancel_hook     BOOLEAN NOT NULL DEFAULT TRUE  -- schema 7: its tool declared on_cancel
+    cancel_hook     BOOLEAN NOT NULL DEFAULT TRUE,  -- schema 7: its tool declared on_cancel
+    claim_fence     BIGINT  -- schema 10: the session fence of its claim
 );
 
 -- Claims read only ready rows: the cost stays flat however many jobs are open.
@@ -79,7 +80,8 @@ CREATE TABLE lc_session_leases (
     session_id  TEXT PRIMARY KEY,
     holder      TEXT NOT NULL,
     kind        TEXT NOT NULL,
-    expires_at  DOUBLE PRECISION NOT NULL
+    expires_at  DOUBLE PRECISION NOT NULL,
+    fence       BIGINT NOT NULL DEFAULT 0  -- schema 10: raised by every take
 );
 
 CREATE TABLE lc_sessions (

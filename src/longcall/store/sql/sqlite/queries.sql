@@ -140,19 +140,21 @@ WHERE call_id IS NOT NULL AND session_id = :session_id AND delivery = 'ready' AN
 ORDER BY available_at, job_id;
 
 -- name: claim_job
-UPDATE lc_jobs SET claim_holder = :holder, available_at = :now + :lease,
-                   attempts = attempts + 1, updated_at = :now
+UPDATE lc_jobs SET claim_holder = :holder, claim_fence = :fence,
+                   available_at = :now + :lease, attempts = attempts + 1, updated_at = :now
 WHERE job_id = :job_id AND delivery = 'ready'
 RETURNING *;
 
 -- name: renew_job_claim
 UPDATE lc_jobs SET available_at = :now + :lease
-WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready';
+WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
+  AND delivery = 'ready';
 
 -- name: mark_final_delivered
 UPDATE lc_jobs SET delivery = 'delivered', delivered_at = :now, claim_holder = NULL,
                    available_at = NULL, attempts = 0, last_error = NULL, updated_at = :now
-WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready' AND state <> 'started';
+WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
+  AND delivery = 'ready' AND state <> 'started';
 
 -- name: mark_progress_delivered
 UPDATE lc_jobs SET
@@ -165,13 +167,15 @@ UPDATE lc_jobs SET
                         WHEN notify_seq > :seq THEN :now + :throttle
                         ELSE NULL END,
     updated_at = :now
-WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready';
+WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
+  AND delivery = 'ready';
 
 -- name: release_job
 -- A delivery that did not happen: retry later, or give up visibly (failed / orphaned).
 UPDATE lc_jobs SET claim_holder = NULL, last_error = :error, delivery = :delivery,
                    available_at = :now + :delay, updated_at = :now
-WHERE job_id = :job_id AND claim_holder = :holder AND delivery = 'ready';
+WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
+  AND delivery = 'ready';
 
 -- name: overdue_jobs
 SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= :now
@@ -198,19 +202,36 @@ LIMIT :limit;
 SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
 
 -- name: take_session_lease
-INSERT INTO lc_session_leases (session_id, holder, kind, expires_at)
-VALUES (:session_id, :holder, :kind, :now + :ttl)
+-- Every take raises the session's fence, a renewal by the same holder too: a delivery still
+-- running under the lease's earlier take is fenced off from the new one.
+INSERT INTO lc_session_leases (session_id, holder, kind, expires_at, fence)
+VALUES (:session_id, :holder, :kind, :now + :ttl, 1)
 ON CONFLICT (session_id) DO UPDATE SET
-    holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at
+    holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at,
+    fence = lc_session_leases.fence + 1
 WHERE lc_session_leases.expires_at <= :now OR lc_session_leases.holder = excluded.holder
-RETURNING holder;
+RETURNING holder, fence;
 
 -- name: renew_session_lease
+-- A user turn's lease: its holder is its own, so the holder alone must match.
 UPDATE lc_session_leases SET expires_at = :now + :ttl
 WHERE session_id = :session_id AND holder = :holder;
 
+-- name: renew_fenced_session_lease
+-- A delivery's lease: only under the fence it was claimed with.
+UPDATE lc_session_leases SET expires_at = :now + :ttl
+WHERE session_id = :session_id AND holder = :holder AND fence = :fence;
+
 -- name: release_session_lease
-DELETE FROM lc_session_leases WHERE session_id = :session_id AND holder = :holder;
+-- The row stays (emptied and expired) so that the session's fence keeps rising.
+UPDATE lc_session_leases SET holder = '', expires_at = 0
+WHERE session_id = :session_id AND holder = :holder;
+
+-- name: session_fence_held
+-- Whether a fenced holder still holds the session: nobody took it since, and it has not run out.
+SELECT 1 AS held FROM lc_session_leases
+WHERE session_id = :session_id AND holder = :holder AND fence = :fence
+  AND expires_at > :now;
 
 -- name: insert_outbox
 INSERT INTO lc_outbox (job_id, kind, available_at, holder, created_at)

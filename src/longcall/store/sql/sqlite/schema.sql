@@ -32,7 +32,8 @@ CREATE TABLE lc_jobs (
     attempts        INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
     attached_at     REAL,  -- schema 6
-    cancel_hook     INTEGER NOT NULL DEFAULT 1  -- schema 7: its tool declared on_cancel
+    cancel_hook     INTEGER NOT NULL DEFAULT 1,  -- schema 7: its tool declared on_cancel
+    claim_fence     INTEGER  -- schema 10: the session fence of its claim
 );
 
 -- Claims read only ready rows: the cost stays flat however many jobs are open.
@@ -72,7 +73,8 @@ CREATE TABLE lc_session_leases (
     session_id  TEXT PRIMARY KEY,
     holder      TEXT NOT NULL,
     kind        TEXT NOT NULL,
-    expires_at  REAL NOT NULL
+    expires_at  REAL NOT NULL,
+    fence       INTEGER NOT NULL DEFAULT 0  -- schema 10: raised by every take
 );
 
 CREATE TABLE lc_sessions (
