@@ -241,10 +241,9 @@ def raw_lifecycle(
 
                     def claim(ex: Any) -> list[Any]:
                         rows = ex("claim_candidates", now=now(), limit=BATCH)
-                        leased = {
-                            session
-                            for session in sorted({row["session_id"] for row in rows})
-                            if ex(
+                        leased = {}
+                        for session in sorted({row["session_id"] for row in rows}):
+                            lease = ex(
                                 "take_session_lease",
                                 session_id=session,
                                 holder=holder,
@@ -252,7 +251,8 @@ def raw_lifecycle(
                                 ttl=60,
                                 now=now(),
                             )
-                        }
+                            if lease:
+                                leased[session] = lease[0]["fence"]
                         got = []
                         for session in dict.fromkeys(row["session_id"] for row in rows):
                             if session not in leased:
@@ -267,6 +267,7 @@ def raw_lifecycle(
                                     "claim_job",
                                     job_id=row["job_id"],
                                     holder=holder,
+                                    fence=leased[session],
                                     lease=60,
                                     now=now(),
                                 )
@@ -283,6 +284,7 @@ def raw_lifecycle(
                                 "mark_final_delivered",
                                 job_id=row["job_id"],
                                 holder=holder,
+                                fence=row["claim_fence"],
                                 now=now(),
                             )
                             ex("release_session_lease", session_id=row["session_id"], holder=holder)
