@@ -5,7 +5,9 @@ a longcall worker (``tests/procs.py``) that reaches a throwaway PostgreSQL clust
 namespace over its own veth link. The workers' agent writes its function responses into
 :class:`~procs.AgentStore`, a plain table on the same cluster with no unique index per call,
 so a doubled delivery is a second row rather than a refused one. One host's link is cut in
-the middle of its deliveries and healed once another host has taken over one of its sessions.
+the middle of its deliveries and healed once another host has taken over its work. A second
+test cuts a host in the middle of one of longcall's transactions and checks that the server
+ends it, so its row locks do not hold up the other hosts.
 
 Needs root for the namespaces: outside CI the test skips without it, under ``CI=true`` it
 fails instead.
@@ -16,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -28,7 +32,9 @@ import pytest
 
 import netns
 from longcall import App, Delivery, JobState
+from longcall.jobs import parse_duration
 from longcall.scripted import FINAL_STATUSES
+from longcall.store.postgres import IDLE_IN_TRANSACTION_TIMEOUT
 from pg_cluster import ClusterUnavailable, ThrowawayCluster
 from procs import (
     AgentStore,
@@ -297,9 +303,16 @@ def test_partitioned_host_never_writes_after_losing_its_claims(
                 cut_pid = str(started[CUT].pid)
                 assert hung, "the cut came between deliveries"
 
-                # Heal once another host has claimed a job the cut host had claimed.
+                # Heal once another host has claimed a job the cut host had claimed, and
+                # another process has taken a session the cut host was delivering to.
                 def taken_over() -> bool:
-                    return bool(
+                    hung_taken = sql_rows(
+                        url,
+                        f"SELECT 1 FROM test_audit WHERE kind = 'take' AND at > {cut_at}"
+                        f" AND key IN ({','.join(repr(s) for s in hung)})"
+                        f" AND holder NOT LIKE '%:{cut_pid}:%' LIMIT 1",
+                    )
+                    return bool(hung_taken) and bool(
                         sql_rows(
                             url,
                             "SELECT 1 FROM test_audit a JOIN test_audit b ON a.key = b.key"
@@ -429,4 +442,65 @@ def test_partitioned_host_never_writes_after_losing_its_claims(
             )
     finally:
         turns_app.close()
+        app.close()
+
+
+# A host that holds a session lease's row lock in an open transaction, then stops sending:
+# the link is cut between two statements of one of longcall's transactions.
+HOLDER_SCRIPT = """
+import sys, time
+from pathlib import Path
+from longcall.clock import SystemClock
+from longcall.store.postgres import PostgresStore
+
+store = PostgresStore(sys.argv[1], SystemClock(), pool_size=1)
+assert store.take_session("held", "cut-host", kind="resume", ttl=1.0)
+
+def work(tx):
+    tx.run("renew_session_lease", session_id="held", holder="cut-host", ttl=1.0, now=None)
+    Path(sys.argv[2]).write_text("open")
+    time.sleep(3600)
+
+store._transact(work)
+"""
+
+
+def test_cut_host_open_transaction_does_not_block_other_hosts(
+    network: Network, tmp_path: Path
+) -> None:
+    """A host cut off inside a transaction: the server ends it, and its locks, within seconds.
+
+    Without that, the row locks of a transaction whose client vanished stay until the
+    server's TCP gives up on the connection (hours with the default keepalives), and every
+    other host's claim of that session waits on them, its whole claim transaction with it.
+    """
+    hosts, cluster = network.hosts, network.cluster
+    url = cluster.create_database("longcall")
+    app, _ = build_app(url)
+    opened = tmp_path / "opened"
+    script = [sys.executable, "-c", HOLDER_SCRIPT, cluster.url("longcall", host=hosts.gateway(0))]
+    with (tmp_path / "holder.err").open("wb") as err:
+        holder = subprocess.Popen(hosts.command(0, [*script, str(opened)]), stdout=err, stderr=err)
+    try:
+        wait_for(opened.exists, 60, "the cut host to open its transaction")
+        cut_at = hosts.cut(0)
+        # Its lease runs out (the renewal in the open transaction is not committed).
+        expires_at = sql_rows(url, "SELECT expires_at FROM lc_session_leases")[0][0]
+        wait_for(lambda: time.time() > expires_at + 0.05, 60, "the cut host's lease to run out")
+        took: list[bool] = []
+        taker = threading.Thread(
+            target=lambda: took.append(
+                app.store.take_session("held", "other-host", kind="turn", ttl=60)
+            ),
+            daemon=True,  # should the take hang, the test fails rather than hangs
+        )
+        taker.start()
+        taker.join(60)
+        waited = time.time() - cut_at
+        print(f"\nanother host took the session {waited:.2f}s after the cut")
+        assert took == [True], "another host's take of the session still waits"
+        assert waited < 3 * parse_duration(IDLE_IN_TRANSACTION_TIMEOUT)
+    finally:
+        holder.kill()
+        holder.wait(10)
         app.close()
