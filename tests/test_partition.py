@@ -222,15 +222,19 @@ def test_partitioned_host_never_writes_after_losing_its_claims(
     - doubled: a call with more than one closing response row in the agent store (it has no
       unique index to hide one);
     - overlaps: two runs on one session at once among the hosts never cut and the user
-      turns (their logged run intervals and a ``flock`` per session); for every host, an
-      effect written while another process held the session's lease (below);
-    - written after losing a claim: an agent-store row, or a job-table outcome (a claim
-      ended as delivered, ready again, failed or orphaned: ``test_audit``'s ``outcome:``
-      rows, by the claim holder), landing at a time when the latest session-lease take
-      recorded for its session (``test_audit``'s ``take`` rows, every change of a lease's
-      holder, by a trigger) was by another process. Times are the database's
-      ``clock_timestamp()`` at the write, so a write held up in a cut link counts when it
-      landed, not when it was sent.
+      turns (their logged run intervals and a ``flock`` per session). The cut host's runs
+      are left out there: a run hung in the cut link still "runs" in its process while
+      another takes the session, which is expected; what it must not do is write, below;
+    - written after losing a claim (also an overlap with a user turn when a turn had the
+      session): an agent-store row, or a job-table outcome (a claim ended as delivered,
+      ready again, failed or orphaned: ``test_audit``'s ``outcome:`` rows, by the claim
+      holder), by a process that did not hold the session's lease all the way from the
+      start of its authority (its run's start; its claim of the job) to the moment the
+      write landed: the latest lease take on the session before the start was another's,
+      or another process took the lease in between (``test_audit``'s ``take`` rows, every
+      change of a lease's holder, by a trigger). Times are the database's
+      ``clock_timestamp()`` (one machine, one clock, so the run's start compares), so a
+      write held up in the cut link counts when it landed, not when it was sent.
     """
     hosts, cluster = network.hosts, network.cluster
     url = cluster.create_database("longcall")
