@@ -206,9 +206,10 @@ def in_flight(lines: list[list[str]]) -> dict[str, float]:
     strict=True,
     reason="no fencing yet: the cut host's agent-store writes (and, when a user turn took the"
     " session, its mark-delivered commits) in flight at the cut land after healing, into"
-    " sessions whose leases another host or a user turn took meanwhile; often a second"
-    " closing response. Expected to pass once session-lease fences reach the Message (checked"
-    " by AgentStore.write_response) and the delivery outcome transactions",
+    " sessions whose leases another host or a user turn took meanwhile, and it goes on to"
+    " deliver the session's next message though its heartbeat found the lease lost; often a"
+    " second closing response. Expected to pass once session-lease fences reach the Message"
+    " (checked by AgentStore.write_response) and the delivery outcome transactions",
 )
 def test_partitioned_host_never_writes_after_losing_its_claims(
     network: Network, tmp_path: Path
