@@ -17,12 +17,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-# Settings for a cluster whose data nobody needs after the test: small, local only, and quick
-# to start. fsync stays on, so an immediate stop loses nothing a commit acknowledged.
+# Settings for a cluster whose data nobody needs after the test: small, local only (127.0.0.1
+# unless the test names other addresses), and quick to start. fsync stays on, so an immediate
+# stop loses nothing a commit acknowledged.
 SETTINGS = {
-    "listen_addresses": "'127.0.0.1'",
     "max_connections": "100",
     "shared_buffers": "'32MB'",
     "autovacuum": "off",
@@ -51,17 +52,23 @@ def _bindir() -> Path:
     )
 
 
-def _free_port() -> int:
+def _free_port(address: str) -> int:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((address, 0))
         return int(sock.getsockname()[1])
 
 
 class ThrowawayCluster:
     """A PostgreSQL cluster in a temporary directory, owned and removed by the test."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, listen: Sequence[str] = ("127.0.0.1",), trust: Sequence[str] = ()
+    ) -> None:
+        """``listen``: the addresses the server binds (the first is the one :meth:`url`
+        names); ``trust``: networks (CIDR) whose TCP clients may log in without a password,
+        beside 127.0.0.1, which initdb's ``-A trust`` already lets in."""
         self.bindir = _bindir()
+        self.listen = tuple(listen)
         self._owner: pwd.struct_passwd | None = None
         if os.geteuid() == 0:
             try:
@@ -71,17 +78,25 @@ class ThrowawayCluster:
         self.root = Path(tempfile.mkdtemp(prefix="longcall-pg-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
-        self.port = _free_port()
+        self.port = _free_port(self.listen[0])
         if self._owner is not None:
             os.chown(self.root, self._owner.pw_uid, self._owner.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                   "--no-sync", "--no-instructions")  # fmt: skip
-        options = {**SETTINGS, "port": str(self.port), "unix_socket_directories": f"'{self.root}'"}
+        options = {
+            **SETTINGS,
+            "listen_addresses": f"'{','.join(self.listen)}'",
+            "port": str(self.port),
+            "unix_socket_directories": f"'{self.root}'",
+        }
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.writelines(f"{name} = {value}\n" for name, value in options.items())
+        with (self.data / "pg_hba.conf").open("a") as hba:
+            hba.writelines(f"host all all {network} trust\n" for network in trust)
 
-    def url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+    def url(self, dbname: str = "postgres", *, host: str | None = None) -> str:
+        """The URL of ``dbname`` on ``host`` (one of ``listen``; the first by default)."""
+        return f"postgresql://postgres@{host or self.listen[0]}:{self.port}/{dbname}"
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""

@@ -22,6 +22,12 @@ stats      pid json                        the resumer's counters, written on a 
 
 ``overlap`` comes from a non-blocking ``flock`` on ``--locks/<session>.lock`` taken for the
 whole run: two runs on one session at the same time, in any processes, cannot both get it.
+Each ``attempt`` line ends with the run's start time (``time.time()``), which names the run.
+
+With ``--agent-store URL`` the function responses go not into the scripted agent's session
+table (whose unique index would refuse a second closing response and so hide it) but into
+:class:`AgentStore`'s plain table on another database, one row per write, which the
+``has_function_response`` check reads too: a doubled delivery is a second row there.
 
 The tests import this module too, for :func:`build_app`, :func:`seed`, :func:`read_log`,
 :class:`Proc` and the database helpers.
@@ -41,6 +47,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -49,7 +56,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from longcall import App, Rule, ScriptedAgent
-from longcall.agents import AgentEvent, Message
+from longcall.agents import AgentEvent, FunctionResponse, Message
 from longcall.clock import Clock
 from longcall.scripted import FINAL_STATUSES
 
@@ -120,6 +127,113 @@ def final_responses(app: App) -> Counter[str]:
     return counts
 
 
+# -- an agent's session store without a unique index ------------------------------------
+
+
+class StaleFence(Exception):
+    """The agent store refused a write whose fencing token a later holder's superseded."""
+
+
+class AgentStore:
+    """The agent's own record of the function responses it took, on PostgreSQL.
+
+    One row per write and no unique index per call, so that a doubled delivery is counted
+    rather than refused. :meth:`write_response` is the only write; a fencing token, once the
+    deliverer hands one over on the :class:`~longcall.agents.Message`, is checked there.
+    The process keeps one connection open (as an agent's session service would): a write
+    caught by a partition hangs on it and, healed, arrives late rather than failing.
+    """
+
+    SCHEMA = """
+        CREATE TABLE IF NOT EXISTS agent_responses (
+            session_id  TEXT NOT NULL,
+            call_id     TEXT NOT NULL,
+            status      TEXT NOT NULL,
+            pid         INTEGER NOT NULL,
+            run_start   DOUBLE PRECISION NOT NULL,
+            fence       BIGINT,
+            written_at  DOUBLE PRECISION NOT NULL
+                        DEFAULT extract(epoch FROM clock_timestamp())
+        );
+        -- The highest fencing token each session has seen (used once tokens exist).
+        CREATE TABLE IF NOT EXISTS agent_fences (
+            session_id  TEXT PRIMARY KEY,
+            fence       BIGINT NOT NULL
+        )"""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def create(cls, url: str) -> None:
+        """Make the table (the test does, before any process writes)."""
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(cls.SCHEMA)
+
+    def write_response(
+        self,
+        session_id: str,
+        response: FunctionResponse,
+        *,
+        run_start: float,
+        fence: int | None = None,
+    ) -> None:
+        """Store one function response. ``written_at`` is the database's clock as the row
+        is written, so a write held up by a partition shows when it really landed.
+
+        With a ``fence``, the write is refused (:class:`StaleFence`) when the session has
+        seen a higher one: the writer's lease was taken over since it was granted."""
+        with self._lock, self._conn.transaction():
+            if fence is not None:
+                seen = self._conn.execute(
+                    "INSERT INTO agent_fences AS f (session_id, fence) VALUES (%s, %s)"
+                    " ON CONFLICT (session_id) DO UPDATE SET fence = excluded.fence"
+                    " WHERE f.fence <= excluded.fence RETURNING fence",
+                    (session_id, fence),
+                ).fetchone()
+                if seen is None:
+                    raise StaleFence(f"session {session_id} has seen a fence above {fence}")
+            self._conn.execute(
+                "INSERT INTO agent_responses (session_id, call_id, status, pid, run_start, fence)"
+                " VALUES (%s, %s, %s, %s, %s, %s)",
+                (
+                    session_id,
+                    response.id,
+                    response.response["status"],
+                    os.getpid(),
+                    run_start,
+                    fence,
+                ),
+            )
+
+    def has_response(self, session_id: str, call_id: str) -> bool:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT 1 FROM agent_responses WHERE session_id = %s AND call_id = %s"
+                " AND status = ANY(%s)",
+                (session_id, call_id, list(FINAL_STATUSES)),
+            ).fetchone()
+        return row is not None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def agent_store_rows(url: str) -> list[dict[str, Any]]:
+    """Every row :class:`AgentStore` wrote, oldest first."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=10, row_factory=dict_row) as conn:
+        return list(conn.execute("SELECT * FROM agent_responses ORDER BY written_at").fetchall())
+
+
 # -- the recording runner ----------------------------------------------------------------
 
 
@@ -147,14 +261,20 @@ class Recorder:
         *,
         locks: Path | None = None,
         pause_before: Callable[[str], Awaitable[None]] | None = None,
+        agent_store: AgentStore | None = None,
+        think: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.inner = inner
         self.app_name = inner.app_name
         self.log = log
         self.locks = locks
         self.pause_before = pause_before
+        self.agent_store = agent_store
+        self.think = think  # before an agent_store delivery's write (the model's reply)
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
+        if self.agent_store is not None:
+            return await asyncio.to_thread(self.agent_store.has_response, session_id, call_id)
         return await self.inner.has_function_response(
             user_id=user_id, session_id=session_id, call_id=call_id
         )
@@ -172,9 +292,15 @@ class Recorder:
         start = time.time()
         try:
             for response in message.function_responses:
-                self.log.write("attempt", session_id, response.id, response.response["status"])
+                self.log.write(
+                    "attempt", session_id, response.id, response.response["status"], f"{start:.6f}"
+                )
             if self.pause_before is not None:
                 await self.pause_before(session_id)
+            if self.agent_store is not None and message.function_responses:
+                async for event in self._into_agent_store(session_id, message, start):
+                    yield event
+                return
             async for event in self.inner.run(
                 user_id=user_id, session_id=session_id, message=message
             ):
@@ -188,6 +314,24 @@ class Recorder:
             self.log.write("run", session_id, f"{start:.6f}", f"{time.time():.6f}")
             if fd is not None:
                 os.close(fd)  # releases the flock
+
+    async def _into_agent_store(
+        self, session_id: str, message: Message, start: float
+    ) -> AsyncIterator[AgentEvent]:
+        assert self.agent_store is not None
+        if self.think is not None:
+            await self.think()
+        for response in message.function_responses:
+            await asyncio.to_thread(
+                self.agent_store.write_response,
+                session_id,
+                response,
+                run_start=start,
+                # The session lease's fencing token, once the deliverer hands one over.
+                fence=getattr(message, "fence", None),
+            )
+            self.log.write("delivered", session_id, response.id, response.response["status"])
+            yield AgentEvent(author="user", invocation_id="", function_responses=(response,))
 
 
 # -- the process -------------------------------------------------------------------------
@@ -204,6 +348,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seconds", type=float, default=120.0)
     p.add_argument("--lease", type=float, default=30.0)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--deliveries", type=int, default=16, help="sessions delivered to at once")
+    p.add_argument("--agent-store", default=None, help="URL of the AgentStore's database")
     p.add_argument("--poll", type=float, default=0.1)
     p.add_argument("--drain", type=float, default=30.0)
     p.add_argument("--think", type=float, default=0.0, help="seconds each model reply takes")
@@ -239,12 +385,15 @@ async def _run(args: argparse.Namespace, log: LogFile) -> Counter[str]:
         await pause(session_id, "before")
 
     app, agent = build_app(args.url, think=think)
+    agent_store = AgentStore(args.agent_store) if args.agent_store else None
     try:
         recorder = Recorder(
             agent,
             log,
             locks=args.locks,
             pause_before=pause_before if args.pause_at == "before" else None,
+            agent_store=agent_store,
+            think=think,
         )
         log.write("ready")
         if args.go_file is not None:
@@ -253,6 +402,7 @@ async def _run(args: argparse.Namespace, log: LogFile) -> Counter[str]:
             "lease": args.lease,
             "batch": args.batch,
             "poll_interval": args.poll,
+            "deliveries": args.deliveries,
         }
         if args.mode == "resumer":
             resumer = app.deliverer(recorder, **options)
@@ -273,6 +423,8 @@ async def _run(args: argparse.Namespace, log: LogFile) -> Counter[str]:
         watcher.cancel()
         return worker.deliverer.stats
     finally:
+        if agent_store is not None:
+            await asyncio.to_thread(agent_store.close)
         await asyncio.to_thread(app.close)
 
 
@@ -327,12 +479,15 @@ def overlapping_runs(lines: list[list[str]]) -> list[tuple[str, tuple[float, flo
 class Proc:
     """A ``procs.py`` subprocess; always :meth:`reap` it (in a ``finally``)."""
 
-    def __init__(self, url: str, log: Path, *args: str) -> None:
+    def __init__(
+        self, url: str, log: Path, *args: str, wrap: Callable[[list[str]], list[str]] = list
+    ) -> None:
+        """``wrap`` turns the command into the one to run (say, inside a network namespace)."""
         self.log = log
         self.stderr_path = log.with_suffix(f".{time.monotonic_ns()}.err")
         self._stderr = self.stderr_path.open("wb")
         self.popen = subprocess.Popen(
-            [sys.executable, str(HERE), "--url", url, "--log", str(log), *args],
+            wrap([sys.executable, str(HERE), "--url", url, "--log", str(log), *args]),
             stdin=subprocess.DEVNULL,
             stdout=self._stderr,
             stderr=self._stderr,

@@ -51,9 +51,11 @@ _MIGRATION_LOCK = 0x6C6F6E67  # "long": an advisory lock only longcall's migrati
 
 # SQLSTATEs worth another attempt: the transaction lost a race (serialization failure,
 # deadlock), the server is going away or coming back (admin shutdown, crash shutdown,
-# cannot connect now), or it has no connection slot free yet. Class 08 (connection
+# cannot connect now, or ended a transaction its client left idle), or it has no connection
+# slot free yet. Class 08 (connection
 # exceptions) as a whole is added in transient().
-TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "53300"})
+# 25P03: the server ended a transaction left idle (IDLE_IN_TRANSACTION_TIMEOUT) and the session.
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "53300", "25P03"})
 # Classes whose errors are about the values sent: the same values fail the same way again.
 DATA_CLASSES = ("22", "23", "54")
 
@@ -179,11 +181,26 @@ def plan_once(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET plan_cache_mode = force_generic_plan", prepare=False)
 
 
+# How long the server lets one of longcall's transactions wait for the client's next
+# statement before it rolls the transaction back and ends the session. A host cut off from
+# the database in the middle of a transaction leaves it open on the server, with its row
+# locks, until the server's TCP gives up on the connection (hours with the default
+# keepalives); meanwhile every other host's claim of those sessions, and its whole claim
+# transaction, waits on them. longcall sends a transaction's statements back to back, so a
+# live one idles for milliseconds; one ended by this is retried like a lost connection.
+IDLE_IN_TRANSACTION_TIMEOUT = "10s"
+
+
 def _configure(conn: psycopg.Connection[Any]) -> None:
     # jsonb comes back as its text, so rows map the same way as SQLite's.
     conn.adapters.register_loader("jsonb", TextLoader)
     conn.adapters.register_loader("json", TextLoader)
     plan_once(conn)
+    # A setting of this session only (never ALTER SYSTEM): others sharing the server keep theirs.
+    conn.execute(
+        f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_TIMEOUT}'",
+        prepare=False,
+    )
 
 
 def _first_connection(conninfo: str, timeout: float) -> None:
