@@ -55,8 +55,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from longcall import App, Rule, ScriptedAgent
-from longcall.agents import AgentEvent, FunctionResponse, Message
+from longcall import App, FenceLost, Rule, ScriptedAgent
+from longcall.agents import AgentEvent, Fence, FunctionResponse, Message
 from longcall.clock import Clock
 from longcall.scripted import FINAL_STATUSES
 
@@ -130,18 +130,16 @@ def final_responses(app: App) -> Counter[str]:
 # -- an agent's session store without a unique index ------------------------------------
 
 
-class StaleFence(Exception):
-    """The agent store refused a write whose fencing token a later holder's superseded."""
-
-
 class AgentStore:
     """The agent's own record of the function responses it took, on PostgreSQL.
 
     One row per write and no unique index per call, so that a doubled delivery is counted
-    rather than refused. :meth:`write_response` is the only write; a fencing token, once the
-    deliverer hands one over on the :class:`~longcall.agents.Message`, is checked there.
-    The process keeps one connection open (as an agent's session service would): a write
-    caught by a partition hangs on it and, healed, arrives late rather than failing.
+    rather than refused. :meth:`write_response` is the only write. It lives in longcall's
+    own database and honours the delivery's fencing token there: the write and the check that
+    its holder still holds the session under that token are one transaction, with the lease
+    row share-locked so no take can slip between them (as the scripted agent does). The
+    process keeps one connection open (as an agent's session service would): a write caught
+    by a partition hangs on it and, healed, arrives late rather than failing.
     """
 
     SCHEMA = """
@@ -154,11 +152,6 @@ class AgentStore:
             fence       BIGINT,
             written_at  DOUBLE PRECISION NOT NULL
                         DEFAULT extract(epoch FROM clock_timestamp())
-        );
-        -- The highest fencing token each session has seen (used once tokens exist).
-        CREATE TABLE IF NOT EXISTS agent_fences (
-            session_id  TEXT PRIMARY KEY,
-            fence       BIGINT NOT NULL
         )"""
 
     def __init__(self, url: str) -> None:
@@ -181,23 +174,22 @@ class AgentStore:
         response: FunctionResponse,
         *,
         run_start: float,
-        fence: int | None = None,
+        fence: Fence | None = None,
     ) -> None:
         """Store one function response. ``written_at`` is the database's clock as the row
         is written, so a write held up by a partition shows when it really landed.
 
-        With a ``fence``, the write is refused (:class:`StaleFence`) when the session has
-        seen a higher one: the writer's lease was taken over since it was granted."""
+        With a ``fence``, nothing is written (:class:`~longcall.FenceLost`) unless its
+        holder still holds the session's lease under its token, checked in this transaction."""
         with self._lock, self._conn.transaction():
             if fence is not None:
-                seen = self._conn.execute(
-                    "INSERT INTO agent_fences AS f (session_id, fence) VALUES (%s, %s)"
-                    " ON CONFLICT (session_id) DO UPDATE SET fence = excluded.fence"
-                    " WHERE f.fence <= excluded.fence RETURNING fence",
-                    (session_id, fence),
+                held = self._conn.execute(
+                    "SELECT 1 FROM lc_session_leases WHERE session_id = %s AND holder = %s"
+                    " AND fence = %s AND expires_at > lc_now(NULL) FOR SHARE",
+                    (session_id, fence.holder, fence.token),
                 ).fetchone()
-                if seen is None:
-                    raise StaleFence(f"session {session_id} has seen a fence above {fence}")
+                if held is None:
+                    raise FenceLost(session_id, fence.holder, fence.token)
             self._conn.execute(
                 "INSERT INTO agent_responses (session_id, call_id, status, pid, run_start, fence)"
                 " VALUES (%s, %s, %s, %s, %s, %s)",
@@ -207,7 +199,7 @@ class AgentStore:
                     response.response["status"],
                     os.getpid(),
                     run_start,
-                    fence,
+                    None if fence is None else fence.token,
                 ),
             )
 
@@ -327,8 +319,7 @@ class Recorder:
                 session_id,
                 response,
                 run_start=start,
-                # The session lease's fencing token, once the deliverer hands one over.
-                fence=getattr(message, "fence", None),
+                fence=message.fence,
             )
             self.log.write("delivered", session_id, response.id, response.response["status"])
             yield AgentEvent(author="user", invocation_id="", function_responses=(response,))

@@ -33,11 +33,11 @@ def test_every_take_of_a_lease_raises_its_fence_and_a_release_keeps_it(
     [first] = store.claim("a", limit=10, lease=LEASE)
     assert first.claim_fence is not None
     assert store.holds_session("s", "a", first.claim_fence)
+    assert store.release(first, "a", error=None, delay=0, delivery=Delivery.READY)
     store.release_session("s", "a")
     assert not store.holds_session("s", "a", first.claim_fence)
     assert store.take_session("s", "turn", kind="turn", ttl=60)
     store.release_session("s", "turn")
-    store.release(first, "a", error=None, delay=0, delivery=Delivery.READY)
     [again] = store.claim("a", limit=10, lease=LEASE)
     # Released twice and taken by a user turn in between: the fence only ever rose.
     assert again.claim_fence == first.claim_fence + 2
@@ -75,6 +75,23 @@ def test_the_same_holder_claiming_again_fences_off_its_own_earlier_claim(
     assert store.get_job("j1") == fresh
     assert store.mark_delivered(fresh, "a", throttle=THROTTLE)
     assert store.get_job("j1").delivery is Delivery.DELIVERED
+
+
+def test_no_outcome_is_recorded_once_a_user_turn_took_the_session(
+    store: Store, clock: FakeClock
+) -> None:
+    """The job's claim is intact (nobody claimed it again) but its session's lease ran out
+    and a user turn took it: the stalled holder can neither mark nor give the job back."""
+    ready(store, "j1", session="s")
+    [job] = store.claim("a", limit=10, lease=LEASE)
+    clock.advance(LEASE)
+    assert store.take_session("s", "turn", kind="turn", ttl=5)
+    assert not store.mark_delivered(job, "a", throttle=THROTTLE)
+    assert not store.release(job, "a", error=None, delay=0, delivery=Delivery.READY)
+    assert store.get_job("j1").claim_holder == "a"  # it runs out, then goes to another
+    store.release_session("s", "turn")
+    [taken] = store.claim("b", limit=10, lease=LEASE)
+    assert taken.job_id == "j1" and taken.claim_holder == "b"
 
 
 def test_a_lost_session_keeps_its_jobs_claims_unrenewed(store: Store, clock: FakeClock) -> None:
@@ -193,8 +210,8 @@ def test_a_heartbeat_that_finds_the_fence_moved_cuts_the_delivery_short(
 
 def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) -> None:
     """The built-in agent checks the fence in the transaction that appends: the session's
-    lease moves on while its model thinks, so its reply is never written; the closing
-    response it stored before is found there by the next delivery, which only marks it."""
+    lease moves on while its model thinks, so its reply is never written; once the job's
+    claim runs out, the next delivery finds the closing response there and only marks it."""
     with longcall.App(db_url) as app:
 
         @app.long_running(name="export")
@@ -215,7 +232,7 @@ def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) 
         agent = longcall.ScriptedAgent(
             app, rules=[longcall.Rule("export", calls=[("export", {"n": 1})])], think=think
         )
-        deliverer = app.deliverer(agent, poll_interval=0.05)
+        deliverer = app.deliverer(agent, lease="0.5s", poll_interval=0.05)
 
         def thinking_after_result() -> bool:
             events = app.store.session_events("s1")
@@ -230,8 +247,13 @@ def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) 
             [job] = await app.list_jobs_async()
             assert (await app.complete_async(job.job_id, {"url": "x"})).changed
             await deliverer.run_once()  # the reply is fenced off: nothing more is written
-            await deliverer.run_once()  # finds the closing response there; marks it
-            assert (await app.get_job_async(job.job_id)).delivery is Delivery.DELIVERED
+            # The job's claim (refused a give-back: its fence is gone) runs out; the next
+            # pass finds the closing response there and only marks it.
+            give_up = time.monotonic() + 30
+            while (await app.get_job_async(job.job_id)).delivery is not Delivery.DELIVERED:
+                assert time.monotonic() < give_up, "the job was never marked delivered"
+                await deliverer.run_once()
+                await asyncio.sleep(0.05)
 
         asyncio.run(scenario())
         events = app.store.session_events("s1")

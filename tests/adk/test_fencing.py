@@ -16,10 +16,12 @@ The module is also the workers' program: ``python test_fencing.py URL ADK_DB LOG
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -73,11 +75,19 @@ class Log:
         os.write(self.fd, ("\t".join(str(f) for f in fields) + "\n").encode())
 
 
-def freeze(log: Log, where: str) -> None:
-    """Stop this whole process, every thread of it, until the test sends SIGCONT."""
-    log.write("stopped", where)
-    os.kill(os.getpid(), signal.SIGSTOP)
-    log.write("continued", where)
+def freeze(log: Log, where: str, app: longcall.App) -> None:
+    """Stop this whole process, every thread of it, until the test sends SIGCONT.
+
+    Never inside one of its SQLite write transactions: the deliverer's loop claims on another
+    thread while a delivery runs, and a process frozen holding SQLite's one write lock stops
+    every process's writes until it wakes (SQLite's single writer; no lease can help there),
+    which is not what this test is about. PostgreSQL ends such a transaction by itself.
+    """
+    write_lock = getattr(app.store, "_write_lock", None)
+    with write_lock if write_lock is not None else contextlib.nullcontext():
+        log.write("stopped", where)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        log.write("continued", where)
 
 
 class ModelThatStalls(adk.ScriptedLlm):
@@ -124,8 +134,11 @@ def build(url: str, adk_db: Path, model: ModelThatStalls) -> tuple[longcall.App,
 class StallingRunner:
     """The ADK agent runner, freezing the process once around the deliverer's session check."""
 
-    def __init__(self, inner: adk.AdkAgentRunner, log: Log, stall_at: str) -> None:
+    def __init__(
+        self, inner: adk.AdkAgentRunner, log: Log, stall_at: str, app: longcall.App
+    ) -> None:
         self.inner = inner
+        self.app = app
         self.app_name = inner.app_name
         self.log = log
         self.stall_at = stall_at
@@ -133,7 +146,7 @@ class StallingRunner:
     def _stall(self, where: str) -> None:
         if self.stall_at == where:
             self.stall_at = ""
-            freeze(self.log, where)
+            freeze(self.log, where, self.app)
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
         self._stall("before_check")
@@ -156,11 +169,11 @@ async def work(url: str, adk_db: Path, log_path: Path, stall_at: str) -> None:
     """A worker's delivery loop until ``<log>.stop`` exists."""
     log = Log(log_path)
     model = ModelThatStalls(rules=RULES)
-    if stall_at == "thinking":
-        model.stall = lambda: freeze(log, "thinking")
     app, runner = build(url, adk_db, model)
+    if stall_at == "thinking":
+        model.stall = lambda: freeze(log, "thinking", app)
     app.delivery_listeners.append(lambda outcome, job: log.write("outcome", outcome, job.job_id))
-    agent = StallingRunner(adk.AdkAgentRunner(runner), log, stall_at)
+    agent = StallingRunner(adk.AdkAgentRunner(runner), log, stall_at, app)
     deliverer = app.deliverer(agent, lease=LEASE, poll_interval=0.05)
     stop = asyncio.Event()
     task = asyncio.create_task(deliverer.run(stop))
@@ -246,6 +259,10 @@ def test_a_stalled_holder_writes_nothing_after_losing_its_claim(
     db_url: str, tmp_path: Path, stall_at: str
 ) -> None:
     adk_db = tmp_path / "adk-sessions.db"
+    # ADK's SQLite file in WAL mode (it stays so): in its default rollback journal, a reader
+    # frozen with its read open would keep every other process from committing to it.
+    with contextlib.closing(sqlite3.connect(adk_db)) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
     model = ModelThatStalls(rules=RULES)
     app, runner = build(db_url, adk_db, model)
     sessions = runner.session_service

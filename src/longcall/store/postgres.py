@@ -51,10 +51,9 @@ _MIGRATION_LOCK = 0x6C6F6E67  # "long": an advisory lock only longcall's migrati
 
 # SQLSTATEs worth another attempt: the transaction lost a race (serialization failure,
 # deadlock), the server is going away or coming back (admin shutdown, crash shutdown,
-# cannot connect now, or ended a transaction its client left idle), or it has no connection
-# slot free yet. Class 08 (connection
-# exceptions) as a whole is added in transient().
-# 25P03: the server ended a transaction left idle (IDLE_IN_TRANSACTION_TIMEOUT) and the session.
+# cannot connect now), it ended a transaction its client left idle (25P03, after
+# IDLE_IN_TRANSACTION_TIMEOUT), or it has no connection slot free yet. Class 08
+# (connection exceptions) as a whole is added in transient().
 TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "57P01", "57P02", "57P03", "53300", "25P03"})
 # Classes whose errors are about the values sent: the same values fail the same way again.
 DATA_CLASSES = ("22", "23", "54")

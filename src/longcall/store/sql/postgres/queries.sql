@@ -158,11 +158,16 @@ WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND delivery = 'ready';
 
 -- name: mark_final_delivered
+-- This and the other outcomes of a claim count only while its holder still holds the
+-- job's session under the claim's fence: one that lost it (to another worker or a user
+-- turn) records nothing, and the job goes back once its claim runs out.
 UPDATE lc_jobs SET delivery = 'delivered', delivered_at = lc_now(%(now)s), claim_holder = NULL,
                    available_at = NULL, attempts = 0, last_error = NULL, updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
-  AND delivery = 'ready' AND state <> 'started';
+  AND delivery = 'ready' AND state <> 'started'
+  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+              AND l.holder = %(holder)s AND l.fence = %(fence)s);
 
 -- name: mark_progress_delivered
 UPDATE lc_jobs SET
@@ -177,7 +182,9 @@ UPDATE lc_jobs SET
     updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
-  AND delivery = 'ready';
+  AND delivery = 'ready'
+  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+              AND l.holder = %(holder)s AND l.fence = %(fence)s);
 
 -- name: release_job
 -- A delivery that did not happen: retry later, or give up visibly (failed / orphaned).
@@ -185,7 +192,9 @@ UPDATE lc_jobs SET claim_holder = NULL, last_error = %(error)s, delivery = %(del
                    available_at = lc_now(%(now)s) + %(delay)s, updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
-  AND delivery = 'ready';
+  AND delivery = 'ready'
+  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+              AND l.holder = %(holder)s AND l.fence = %(fence)s);
 
 -- name: overdue_jobs
 -- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).

@@ -151,10 +151,15 @@ WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
   AND delivery = 'ready';
 
 -- name: mark_final_delivered
+-- This and the other outcomes of a claim count only while its holder still holds the
+-- job's session under the claim's fence: one that lost it (to another worker or a user
+-- turn) records nothing, and the job goes back once its claim runs out.
 UPDATE lc_jobs SET delivery = 'delivered', delivered_at = :now, claim_holder = NULL,
                    available_at = NULL, attempts = 0, last_error = NULL, updated_at = :now
 WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
-  AND delivery = 'ready' AND state <> 'started';
+  AND delivery = 'ready' AND state <> 'started'
+  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+              AND l.holder = :holder AND l.fence = :fence);
 
 -- name: mark_progress_delivered
 UPDATE lc_jobs SET
@@ -168,14 +173,18 @@ UPDATE lc_jobs SET
                         ELSE NULL END,
     updated_at = :now
 WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
-  AND delivery = 'ready';
+  AND delivery = 'ready'
+  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+              AND l.holder = :holder AND l.fence = :fence);
 
 -- name: release_job
 -- A delivery that did not happen: retry later, or give up visibly (failed / orphaned).
 UPDATE lc_jobs SET claim_holder = NULL, last_error = :error, delivery = :delivery,
                    available_at = :now + :delay, updated_at = :now
 WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
-  AND delivery = 'ready';
+  AND delivery = 'ready'
+  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+              AND l.holder = :holder AND l.fence = :fence);
 
 -- name: overdue_jobs
 SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= :now
