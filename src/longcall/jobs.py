@@ -96,6 +96,7 @@ class Job:
     call_id: str | None = None
     invocation_id: str | None = None
     pending_message: str | None = None
+    pending_fields: dict[str, Any] | None = None  # what the tool returned beside its message
     progress: Any = None
     progress_seq: int = 0
     notify_seq: int = 0
