@@ -30,6 +30,7 @@ from google.adk.models.llm_request import LlmRequest  # noqa: E402
 from google.adk.runners import Runner  # noqa: E402
 from google.adk.sessions import InMemorySessionService  # noqa: E402
 from google.adk.tools.long_running_tool import LongRunningFunctionTool  # noqa: E402
+from google.adk.tools.tool_context import ToolContext  # noqa: E402
 from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
@@ -304,6 +305,57 @@ def test_a_keyless_tool_called_again_for_its_call_returns_the_same_job(db_url: s
             # A repeat after delivery still names the same job and starts nothing.
             assert (await tool.job_tool.invoke_async(args, ids))["jobId"] == pending["jobId"]
             assert len(submitted) == 1
+
+    asyncio.run(scenario())
+
+
+def test_adk_reexecuting_a_confirmed_tool_gets_the_same_job(db_url: str) -> None:
+    """ADK runs a tool again after its confirmation: the same job, the body once, one delivery."""
+    seen: list[object] = []
+
+    def ask_for_approval(purpose: str, amount: float, tool_context: ToolContext) -> dict[str, Any]:
+        """Ask for approval for the reimbursement."""
+        seen.append(tool_context.tool_confirmation)
+        tool_context.request_confirmation(hint="Send this to the approver?")
+        return {"message": "Sent to Sean.", "ticketId": "T-1"}
+
+    async def scenario() -> None:
+        async with agent_with(
+            db_url, lambda app: [adk.long_running_tool(app, ask_for_approval)]
+        ) as a:
+            turn = await a.ask(ASK)
+            [call, confirm] = [c for e in turn for c in e.get_function_calls()]
+            assert confirm.name == "adk_request_confirmation"
+            yes = types.FunctionResponse(
+                id=confirm.id, name=confirm.name, response={"confirmed": True}
+            )
+            message = types.Content(role="user", parts=[types.Part(function_response=yes)])
+            async for _ in a.runner.run_async(
+                user_id=USER, session_id=SESSION, new_message=message
+            ):
+                pass
+            answers = [
+                dict(r.response or {})
+                for e in await a.history()
+                for r in e.get_function_responses()
+                if r.id == call.id
+            ]
+            # ADK re-executed the tool for the same call id: both answers name one job.
+            assert len(answers) == 2 and answers[0] == answers[1]
+            [job] = await a.app.list_jobs_async()
+            assert answers[0]["jobId"] == job.job_id and answers[0]["ticketId"] == "T-1"
+            assert seen == [None]  # the body ran for the first execution only
+            await a.app.complete_async(job.job_id, {"approved": True})
+            deliverer = a.app.deliverer(adk.AdkAgentRunner(a.runner))
+            assert await deliverer.run_once() == 1
+            assert await deliverer.run_once() == 0
+            closing = [
+                r.id
+                for e in await a.history()
+                for r in e.get_function_responses()
+                if (r.response or {}).get("status") == "succeeded"
+            ]
+            assert closing == [call.id]
 
     asyncio.run(scenario())
 
