@@ -152,6 +152,18 @@ class FinishOutcome:
     late: bool = False
 
 
+# Status words that say "still working", longcall's and those of ADK's samples and docs
+# ("in-progress"), compared as :func:`status_word` spells them.
+STILL_WORKING = frozenset(
+    {"pending", "running", "in_progress", "started", "queued", "submitted", "processing", "waiting"}
+)
+
+
+def status_word(value: Any) -> str:
+    """A status as longcall compares it: ``"In-Progress"`` is ``"in_progress"``."""
+    return str(value).strip().lower().replace("-", "_").replace(" ", "_")
+
+
 def plan_attach(job: Job, ids: CallIds) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
     """Which columns an attach fills, and which it would overwrite (conflicts).
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentEvent, Fence, FunctionCall, FunctionResponse, Message
 from longcall.errors import AgentError, UnknownCallError
-from longcall.jobs import CallIds
+from longcall.jobs import STILL_WORKING, CallIds, status_word
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -38,12 +38,8 @@ class Rule:
         return re.search(self.pattern, text, re.IGNORECASE)
 
 
-# The status words a function response may carry, longcall's and those of ADK's own samples
-# and docs ("in-progress", "approved", "SUCCESS", ...), compared lower-case with "-" and " "
-# read as "_".
-STILL_WORKING = frozenset(
-    {"running", "in_progress", "started", "queued", "submitted", "processing", "waiting"}
-)
+# The status words a function response may carry beside STILL_WORKING, longcall's and those
+# of ADK's own samples and docs ("approved", "SUCCESS", ...), compared as status_word spells them.
 FINISHED = frozenset({"succeeded", "completed", "complete", "done", "success", "ok", "finished"})
 APPROVED = frozenset({"approved", "accepted"})
 REJECTED = frozenset({"rejected", "denied", "declined"})
@@ -52,11 +48,6 @@ EXPIRED = frozenset({"expired", "timeout", "timed_out"})
 CANCELLED = frozenset({"cancelled", "canceled"})
 # Keys every reply already says in its own words; the rest are details worth repeating.
 _SAID = frozenset({"status", "jobId", "message", "progress", "result", "error"})
-
-
-def status_word(value: Any) -> str:
-    """A status as the reply rules compare it: ``"In-Progress"`` is ``"in_progress"``."""
-    return str(value).strip().lower().replace("-", "_").replace(" ", "_")
 
 
 def default_reply(response: FunctionResponse) -> str:

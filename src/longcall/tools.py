@@ -31,7 +31,7 @@ import pydantic
 import pydantic_core
 
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs import CallIds, Job, job_id_for, parse_duration
+from longcall.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.store.base import NewJob
 
 if TYPE_CHECKING:
@@ -356,8 +356,10 @@ def pending_answer(returned: Any, *, tool_name: str, job_id: str) -> PendingAnsw
     A string is the message. A mapping's ``message`` is the message (as a string) and its
     other fields pass to the model as JSON values (datetimes, UUIDs, dataclasses and pydantic
     models converted as pydantic does). ``status`` and ``jobId`` are longcall's: the same
-    value is accepted, a different one is dropped with a warning, and so is a field that has
-    no JSON form. Anything else (None, a list) answers with the default message only.
+    value (for ``status`` any word of :data:`~longcall.jobs.STILL_WORKING`, such as the
+    ``in-progress`` of ADK's sample) is accepted quietly, a different one is dropped with a
+    warning, and so is a field that has no JSON form. Anything else (None, a list) answers
+    with the default message only.
     """
     if isinstance(returned, str):
         return PendingAnswer(returned)
@@ -371,7 +373,10 @@ def pending_answer(returned: Any, *, tool_name: str, job_id: str) -> PendingAnsw
         if name == "message":
             continue
         if name in ours:
-            if value != ours[name]:
+            agrees = value == ours[name] or (
+                name == "status" and status_word(value) in STILL_WORKING
+            )
+            if not agrees:
                 log.warning(
                     "tool %s returned %s=%r for job %s; the pending map keeps longcall's %r "
                     "(return it under another name for the model to see it)",

@@ -38,7 +38,7 @@ from longcall.agents import FunctionResponse  # noqa: E402
 from longcall.jobs import CallIds  # noqa: E402
 from longcall.scripted import default_reply  # noqa: E402
 from longcall.shapes import job_json  # noqa: E402
-from longcall.tools import DEFAULT_PENDING_MESSAGE  # noqa: E402
+from longcall.tools import DEFAULT_PENDING_MESSAGE, pending_answer  # noqa: E402
 
 APP_NAME, AGENT, USER, SESSION = "expenses", "reimburser", "ana", "s-1"
 ASK = "Please get approval to reimburse 500 for the team offsite."
@@ -239,6 +239,18 @@ def test_reserved_keys_stay_longcalls_and_each_dropped_field_is_logged(
             assert job.call_id == call.id
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("status", ["pending", "in-progress", "In Progress", "running"])
+def test_a_still_working_status_from_the_tool_agrees_quietly(
+    status: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ADK's export sample says "in-progress": that agrees with pending, so nothing is logged."""
+    returned = {"status": status, "progress": "0%", "message": "Exporting."}
+    with caplog.at_level(logging.WARNING, logger="longcall.tools"):
+        answer = pending_answer(returned, tool_name="export_data", job_id="j")
+    assert (answer.message, answer.fields) == ("Exporting.", {"progress": "0%"})
+    assert caplog.records == []
 
 
 # -- 5: a key-less tool called again for the same call -------------------------------------
