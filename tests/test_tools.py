@@ -256,9 +256,14 @@ def test_calling_the_tool_directly_returns_the_pending_map(app: longcall.App) ->
     @app.long_running(key="k:{x}")
     def start(x: int) -> dict[str, Any]:
         """Starts."""
-        return {"message": "on its way", "extra": "not shown"}
+        return {"message": "on its way", "extra": "shown too"}
 
-    assert start(x=3) == {"status": "pending", "jobId": "k:3", "message": "on its way"}
+    assert start(x=3) == {
+        "status": "pending",
+        "jobId": "k:3",
+        "message": "on its way",
+        "extra": "shown too",
+    }
 
 
 # -- idempotency and the pending map -------------------------------------------------------
@@ -350,16 +355,18 @@ def test_without_key_every_call_is_a_new_job(app: longcall.App) -> None:
 
 
 @pytest.mark.parametrize(
-    ("returned", "message"),
+    ("returned", "message", "fields"),
     [
-        ("Build started.", "Build started."),
-        ({"message": "Queued as #42.", "ticket": 42}, "Queued as #42."),
-        (None, DEFAULT_PENDING_MESSAGE),
-        (42, DEFAULT_PENDING_MESSAGE),
+        ("Build started.", "Build started.", {}),
+        ({"message": "Queued as #42.", "ticket": 42}, "Queued as #42.", {"ticket": 42}),
+        (None, DEFAULT_PENDING_MESSAGE, {}),
+        (42, DEFAULT_PENDING_MESSAGE, {}),
     ],
 )
-def test_pending_map_has_exactly_three_keys(app: longcall.App, returned: Any, message: str) -> None:
-    """The pending map is exactly status, jobId and message, whatever the body returns."""
+def test_pending_map_is_longcalls_keys_and_the_tools_fields(
+    app: longcall.App, returned: Any, message: str, fields: dict[str, Any]
+) -> None:
+    """The pending map is status, jobId and message, then the fields a returned dict had."""
 
     @app.long_running(key="one")
     def start() -> Any:
@@ -367,9 +374,9 @@ def test_pending_map_has_exactly_three_keys(app: longcall.App, returned: Any, me
         return returned
 
     pending = start.invoke({})
-    assert set(pending) == PENDING_KEYS
-    assert pending == {"status": "pending", "jobId": "one", "message": message}
-    assert start.invoke({}) == pending
+    assert set(pending) == PENDING_KEYS | set(fields)
+    assert pending == {"status": "pending", "jobId": "one", "message": message, **fields}
+    assert start.invoke({}) == pending  # a repeated call reads them back from the job row
 
 
 def test_repeated_call_attaches_missing_ids(app: longcall.App) -> None:

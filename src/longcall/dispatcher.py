@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from longcall.jobs import JobState, parse_duration
 from longcall.store import OutboxItem
-from longcall.tools import JobHandle, message_of
+from longcall.tools import JobHandle, pending_answer
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -71,7 +71,10 @@ class Dispatcher:
                 if job.state is JobState.STARTED:
                     values = tool.validate(job.args)
                     returned = await tool.call_body_async(handle, values)
-                    await app.in_thread(store.finish_dispatch, item.job_id, message_of(returned))
+                    answer = pending_answer(returned, tool_name=tool.name, job_id=job.job_id)
+                    await app.in_thread(
+                        store.finish_dispatch, item.job_id, answer.message, answer.fields
+                    )
                     log.info("re-submitted job %s (attempt %d)", item.job_id, handle.attempt)
                     return
             elif tool.on_cancel is not None:

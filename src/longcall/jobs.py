@@ -96,6 +96,7 @@ class Job:
     call_id: str | None = None
     invocation_id: str | None = None
     pending_message: str | None = None
+    pending_fields: dict[str, Any] | None = None  # what the tool returned beside its message
     progress: Any = None
     progress_seq: int = 0
     notify_seq: int = 0
@@ -149,6 +150,18 @@ class FinishOutcome:
     # True: the result came at or after the job's deadline, so the deadline answered instead:
     # the result is recorded as late and the job is expired (by this call or before it).
     late: bool = False
+
+
+# Status words that say "still working", longcall's and those of ADK's samples and docs
+# ("in-progress"), compared as :func:`status_word` spells them.
+STILL_WORKING = frozenset(
+    {"pending", "running", "in_progress", "started", "queued", "submitted", "processing", "waiting"}
+)
+
+
+def status_word(value: Any) -> str:
+    """A status as longcall compares it: ``"In-Progress"`` is ``"in_progress"``."""
+    return str(value).strip().lower().replace("-", "_").replace(" ", "_")
 
 
 def plan_attach(job: Job, ids: CallIds) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentEvent, Fence, FunctionCall, FunctionResponse, Message
 from longcall.errors import AgentError, UnknownCallError
-from longcall.jobs import CallIds
+from longcall.jobs import STILL_WORKING, CallIds, status_word
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -38,28 +38,67 @@ class Rule:
         return re.search(self.pattern, text, re.IGNORECASE)
 
 
+# The status words a function response may carry beside STILL_WORKING, longcall's and those
+# of ADK's own samples and docs ("approved", "SUCCESS", ...), compared as status_word spells them.
+FINISHED = frozenset({"succeeded", "completed", "complete", "done", "success", "ok", "finished"})
+APPROVED = frozenset({"approved", "accepted"})
+REJECTED = frozenset({"rejected", "denied", "declined"})
+FAILED = frozenset({"failed", "failure"})
+EXPIRED = frozenset({"expired", "timeout", "timed_out"})
+CANCELLED = frozenset({"cancelled", "canceled"})
+# Keys every reply already says in its own words; the rest are details worth repeating.
+_SAID = frozenset({"status", "jobId", "message", "progress", "result", "error"})
+
+
 def default_reply(response: FunctionResponse) -> str:
-    """What the scripted model says about one function response."""
+    """What the scripted model says about one function response.
+
+    It knows longcall's statuses and the words ADK's samples use (``pending``,
+    ``in-progress``, ``approved``, ``rejected``, ``completed``, ``SUCCESS``, ...); any other
+    status is repeated as it is, with the response's details, never taken for a failure.
+    """
     body = response.response
-    status = body.get("status")
     name = response.name
+    raw = body.get("status")
+    status = status_word(raw) if raw is not None else None
+    details = _details(body)
     if status == "pending":
         said = f" {body['message']}" if body.get("message") else ""
-        return f"I've started {name}.{said} I'll let you know when it's done."
+        extra = f" ({details})" if details else ""
+        return f"I've started {name}.{said}{extra} I'll let you know when it's done."
     if status == "error":
         return f"I couldn't run {name}: {body.get('message', 'unknown error')}"
-    if status == "running":
-        return f"{name} is still running: {_describe(body.get('progress'))}."
-    if status == "succeeded":
-        return f"{name} has finished: {_describe(body.get('result'))}."
-    if status == "expired":
+    if status in STILL_WORKING:
+        now = body.get("progress") or body.get("message") or details
+        return f"{name} is still running: {_describe(now)}." if now else f"{name} is still running."
+    if status in FINISHED:
+        what = body.get("result") if "result" in body else (body.get("message") or details)
+        return f"{name} has finished: {_describe(what)}." if what else f"{name} has finished."
+    if status in APPROVED:
+        return _with(f"{name} was approved", body.get("message") or details)
+    if status in REJECTED:
+        return _with(f"{name} was rejected", body.get("message") or details)
+    if status in EXPIRED:
         return (
             f"Sorry, {name} did not finish in time ({body.get('message', 'expired')}). "
             "Shall I start it again?"
         )
-    if status == "cancelled":
+    if status in CANCELLED:
         return f"{name} was cancelled."
-    return f"{name} failed: {body.get('error') or body.get('message') or body}."
+    if status in FAILED:
+        return f"{name} failed: {body.get('error') or body.get('message') or body}."
+    if status is None:
+        return f"{name} answered: {_describe(body)}." if body else f"{name} answered."
+    return _with(f"{name} reports status {raw!r}", body.get("message") or details)
+
+
+def _with(head: str, detail: Any) -> str:
+    return f"{head}: {_describe(detail)}." if detail else f"{head}."
+
+
+def _details(body: Mapping[str, Any]) -> str:
+    """The response's own fields beyond those every reply speaks of (a ticket id, an amount)."""
+    return _describe({k: v for k, v in body.items() if k not in _SAID})
 
 
 def _describe(value: Any) -> str:

@@ -48,6 +48,7 @@ def job_json(job: Job) -> dict[str, Any]:
         "callId": job.call_id,
         "invocationId": job.invocation_id,
         "pendingMessage": job.pending_message,
+        "pendingFields": job.pending_fields,
         "deadlineAt": iso(job.deadline_at),
         "createdAt": iso(job.created_at),
         "updatedAt": iso(job.updated_at),

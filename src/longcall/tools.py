@@ -2,18 +2,23 @@
 
 The wrapper builds the function declaration from the signature, validates the model's
 arguments (a bad call gets an error map naming the parameters, and no job), records the job
-durably before the function runs, and always answers with the same small pending map::
+durably before the function runs, and answers with the pending map::
 
-    {"status": "pending", "jobId": "...", "message": "..."}
+    {"status": "pending", "jobId": "...", "message": "...", **other fields the tool returned}
 
 The function's own body only submits the work (to a queue, a batch API, a person); the result
-arrives later through :meth:`App.complete` and friends.
+arrives later through :meth:`App.complete` and friends. What the body returns shapes the map
+(:func:`pending_answer`): a string is the message; a dict's ``message`` is the message and its
+other fields (a ticket id, an amount) go to the model as they are. ``status`` and ``jobId``
+stay longcall's: the body already submitted the work when it returns, so refusing the answer
+would strand that work; a different value is dropped with a warning instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import string
 import types
@@ -23,9 +28,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 
 import pydantic
+import pydantic_core
 
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs import CallIds, Job, job_id_for, parse_duration
+from longcall.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.store.base import NewJob
 
 if TYPE_CHECKING:
@@ -201,6 +207,7 @@ class LongRunningTool:
             ids,
             self.deadline,
             cancel_hook=self.on_cancel is not None,
+            by_call=self.key is None,
             # Jobs made before ids were namespaced carry the bare key: the same user's is found.
             legacy_id=self.filled_key(values, ids),
         )
@@ -256,10 +263,10 @@ class LongRunningTool:
         except Exception as exc:
             store.abandon_job(job.job_id)
             return self._abandoned(job, exc)
-        message = message_of(returned)
-        store.finish_dispatch(job.job_id, message)
+        answer = pending_answer(returned, tool_name=self.name, job_id=job.job_id)
+        store.finish_dispatch(job.job_id, answer.message, answer.fields)
         self.app.joined(job)
-        return pending_map(job, message)
+        return pending_map(job, answer.message, answer.fields)
 
     async def invoke_async(
         self,
@@ -296,10 +303,10 @@ class LongRunningTool:
         except Exception as exc:
             await app.in_thread(store.abandon_job, job.job_id)
             return self._abandoned(job, exc)
-        message = message_of(returned)
-        await app.in_thread(store.finish_dispatch, job.job_id, message)
+        answer = pending_answer(returned, tool_name=self.name, job_id=job.job_id)
+        await app.in_thread(store.finish_dispatch, job.job_id, answer.message, answer.fields)
         app.joined(job)
-        return pending_map(job, message)
+        return pending_map(job, answer.message, answer.fields)
 
     def __call__(self, **kwargs: Any) -> dict[str, Any]:
         """Call the tool directly with keyword arguments: the pending map."""
@@ -314,23 +321,87 @@ def _strangers(job: Job, ids: CallIds) -> bool:
     return ids.user_id is not None and job.user_id != ids.user_id
 
 
-def pending_map(job: Job, message: str | None = None) -> dict[str, Any]:
-    """The fixed, small answer a tool gives while its job runs."""
+RESERVED_KEYS = ("status", "jobId", "message")
+
+
+def pending_map(
+    job: Job, message: str | None = None, fields: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The answer a tool gives while its job runs: longcall's keys, then the tool's fields.
+
+    ``fields`` default to those recorded on the job, so a repeated call for the same job
+    answers as the first did. Progress and final responses do not repeat them (ADK shows the
+    model only the latest response per call: what it needs at the end belongs in the result).
+    """
+    extra = job.pending_fields if fields is None else fields
     return {
         "status": "pending",
         "jobId": job.job_id,
         "message": message or job.pending_message or DEFAULT_PENDING_MESSAGE,
+        **{k: v for k, v in (extra or {}).items() if k not in RESERVED_KEYS},
     }
 
 
-def message_of(returned: Any) -> str | None:
-    """The pending message a tool body returned: a string, or a dict's ``message``."""
+@dataclass(frozen=True, slots=True)
+class PendingAnswer:
+    """What a tool's body returned, made fit for the pending map and the job row."""
+
+    message: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)  # JSON-ready, no reserved key
+
+
+def pending_answer(returned: Any, *, tool_name: str, job_id: str) -> PendingAnswer:
+    """The message and fields a tool's body returned.
+
+    A string is the message. A mapping's ``message`` is the message (as a string) and its
+    other fields pass to the model as JSON values (datetimes, UUIDs, dataclasses and pydantic
+    models converted as pydantic does). ``status`` and ``jobId`` are longcall's: the same
+    value (for ``status`` any word of :data:`~longcall.jobs.STILL_WORKING`, such as the
+    ``in-progress`` of ADK's sample) is accepted quietly, a different one is dropped with a
+    warning, and so is a field that has no JSON form. Anything else (None, a list) answers
+    with the default message only.
+    """
     if isinstance(returned, str):
-        return returned
-    if isinstance(returned, Mapping):
-        message = returned.get("message")
-        return None if message is None else str(message)
-    return None
+        return PendingAnswer(returned)
+    if not isinstance(returned, Mapping):
+        return PendingAnswer()
+    message = returned.get("message")
+    ours = {"status": "pending", "jobId": job_id}
+    fields: dict[str, Any] = {}
+    for key, value in returned.items():
+        name = str(key)
+        if name == "message":
+            continue
+        if name in ours:
+            agrees = value == ours[name] or (
+                name == "status" and status_word(value) in STILL_WORKING
+            )
+            if not agrees:
+                log.warning(
+                    "tool %s returned %s=%r for job %s; the pending map keeps longcall's %r "
+                    "(return it under another name for the model to see it)",
+                    tool_name,
+                    name,
+                    value,
+                    job_id,
+                    ours[name],
+                )
+            continue
+        try:
+            converted = pydantic_core.to_jsonable_python(value)
+            json.dumps(converted, allow_nan=False)  # NaN has no JSON form PostgreSQL accepts
+        except (pydantic_core.PydanticSerializationError, ValueError, TypeError):
+            log.warning(
+                "tool %s returned field %r of type %s for job %s, which has no JSON form; "
+                "it is left out of the pending map",
+                tool_name,
+                name,
+                type(value).__name__,
+                job_id,
+            )
+            continue
+        fields[name] = converted
+    return PendingAnswer(None if message is None else str(message), fields)
 
 
 def _strip_titles(schema: Any) -> Any:

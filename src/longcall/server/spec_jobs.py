@@ -61,6 +61,7 @@ SCHEMAS: dict[str, Any] = {
                 name: NULLABLE_TIME
                 for name in ("deadlineAt", "updatedAt", "finishedAt", "deliveredAt")
             },
+            "pendingFields": {"type": ["object", "null"]},
             "createdAt": TIME,
             "deliveryAttempts": {"type": "integer", "minimum": 0},
         },

@@ -81,6 +81,10 @@ class NewJob:
     # The id the same key had before job ids were namespaced per user (schema 8): a job of
     # the same user under it is this job, so an upgrade never starts the same work twice.
     legacy_id: str | None = None
+    # The job is its call's (a key-less tool): a job already joined to the same session, call
+    # and user, of the same tool and arguments, is this job. A framework that runs the tool
+    # again for the same call (ADK re-execution, LangGraph's interrupt) gets it back.
+    by_call: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,7 @@ def job_from_row(row: Row) -> Job:
         call_id=row["call_id"],
         invocation_id=row["invocation_id"],
         pending_message=row["pending_message"],
+        pending_fields=loads(row["pending_fields"]),
         progress=loads(row["progress"]),
         progress_seq=row["progress_seq"],
         notify_seq=row["notify_seq"],
@@ -227,7 +232,45 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         seconds: the caller submits the work and then calls :meth:`finish_dispatch`; if it
         crashes first, a worker's dispatcher submits it once the hold runs out. A job whose
         work runs outside Python (``dispatch=False``, created over HTTP) has no outbox row.
+
+        A job id that exists returns that job. A call id that another job of the same session
+        and user already has is an :class:`AttachConflict`, unless ``new.by_call`` and that
+        job is of the same tool with the same arguments: then it is this call's job, returned
+        with ``False``.
         """
+        try:
+            return self._create_job(
+                new, holder=holder, dispatch_lease=dispatch_lease, dispatch=dispatch
+            )
+        except AttachConflict:
+            if not new.by_call:
+                raise
+            # The index refused the insert: the call's job committed first. Read it anew (a
+            # PostgreSQL transaction that hit the violation can run nothing more).
+            row = self._transact(
+                lambda tx: tx.one("get_job_of_call", **new.ids.as_dict()), write=False
+            )
+            if row is None:  # that job was abandoned again meanwhile: it is free now
+                return self._create_job(
+                    new, holder=holder, dispatch_lease=dispatch_lease, dispatch=dispatch
+                )
+            return self._same_call(new, job_from_row(row)), False
+
+    def _same_call(self, new: NewJob, job: Job) -> Job:
+        """``job`` if it is ``new`` made again for the same call, else an AttachConflict."""
+        conflicts: dict[str, tuple[str, str]] = {}
+        if job.tool_name != new.tool_name:
+            conflicts["tool_name"] = (job.tool_name, new.tool_name)
+        args = dumps(dict(new.args))
+        if job.args != loads(args):
+            conflicts["args"] = (dumps(job.args), args)
+        if conflicts:
+            raise AttachConflict(job.job_id, conflicts)
+        return job
+
+    def _create_job(
+        self, new: NewJob, *, holder: str, dispatch_lease: float, dispatch: bool
+    ) -> tuple[Job, bool]:
         now = self._now()
 
         def work(tx: Tx) -> tuple[Job, bool]:
@@ -291,14 +334,21 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             return None
         return job_from_row(row)
 
-    def finish_dispatch(self, job_id: str, message: str | None) -> None:
-        """The work was submitted: drop the outbox row and keep the pending message."""
+    def finish_dispatch(
+        self, job_id: str, message: str | None, fields: Mapping[str, Any] | None = None
+    ) -> None:
+        """The work was submitted: drop the outbox row and keep what the tool answered.
+
+        ``message`` and ``fields`` (JSON-ready values the tool returned beside its message)
+        are recorded once: a later call keeps the first of each.
+        """
         now = self._now()
+        stored = dumps(dict(fields)) if fields else None
 
         def work(tx: Tx) -> None:
             tx.run("delete_outbox", job_id=job_id, kind="dispatch")
-            if message is not None:
-                tx.run("set_pending_message", job_id=job_id, message=message, now=now)
+            if message is not None or stored is not None:
+                tx.run("set_pending", job_id=job_id, message=message, fields=stored, now=now)
 
         self._transact(work)
 

@@ -40,7 +40,8 @@ CREATE TABLE lc_jobs (
     last_error      TEXT,
     attached_at     DOUBLE PRECISION,  -- schema 6
     cancel_hook     BOOLEAN NOT NULL DEFAULT TRUE,  -- schema 7: its tool declared on_cancel
-    claim_fence     BIGINT  -- schema 10: the session fence of its claim
+    claim_fence     BIGINT,  -- schema 10: the session fence of its claim
+    pending_fields  JSONB  -- schema 11: what the tool returned beside its message
 );
 
 -- Claims read only ready rows: the cost stays flat however many jobs are open.

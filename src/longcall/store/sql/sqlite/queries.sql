@@ -20,9 +20,18 @@ SELECT * FROM lc_jobs WHERE job_id = :job_id;
 DELETE FROM lc_jobs WHERE job_id = :job_id AND state = 'started'
   AND EXISTS (SELECT 1 FROM lc_outbox o WHERE o.job_id = lc_jobs.job_id AND o.kind = 'dispatch');
 
--- name: set_pending_message
-UPDATE lc_jobs SET pending_message = :message, updated_at = :now
-WHERE job_id = :job_id AND pending_message IS NULL;
+-- name: get_job_of_call
+-- The job already joined to this function call (the lc_jobs_call index: session, call, user).
+SELECT * FROM lc_jobs
+WHERE session_id = :session_id AND call_id = :call_id AND COALESCE(user_id, '') = COALESCE(:user_id, '');
+
+-- name: set_pending
+-- What the tool answered when it submitted the work; the first answer recorded stays.
+UPDATE lc_jobs SET
+    pending_message = COALESCE(pending_message, :message),
+    pending_fields = COALESCE(pending_fields, :fields),
+    updated_at = :now
+WHERE job_id = :job_id AND (pending_message IS NULL OR pending_fields IS NULL);
 
 -- name: attach_job
 UPDATE lc_jobs SET

@@ -33,7 +33,8 @@ CREATE TABLE lc_jobs (
     last_error      TEXT,
     attached_at     REAL,  -- schema 6
     cancel_hook     INTEGER NOT NULL DEFAULT 1,  -- schema 7: its tool declared on_cancel
-    claim_fence     INTEGER  -- schema 10: the session fence of its claim
+    claim_fence     INTEGER,  -- schema 10: the session fence of its claim
+    pending_fields  TEXT  -- schema 11: what the tool returned beside its message
 );
 
 -- Claims read only ready rows: the cost stays flat however many jobs are open.
