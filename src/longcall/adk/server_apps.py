@@ -15,6 +15,7 @@ written against when they move.
 from __future__ import annotations
 
 import importlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from longcall.worker import Worker
 
 WRITTEN_FOR = "google-adk 2.13"
+log = logging.getLogger("longcall.adk")
 
 
 def _adk_cli() -> SimpleNamespace:
@@ -103,6 +105,14 @@ def adk_workers(app: App, server_apps: list[ServerApp], **options: Any) -> list[
             # The dispatcher re-runs a submission whose process died, and calls on_cancel
             # hooks, by tool name: the agents' tools must be known to the worker's App.
             app.tools.setdefault(tool.name, tool.job_tool)
+    if len(server_apps) > 1:
+        # Until claims are scoped by app, a worker may claim another app's job, find no such
+        # session under its own app name, and orphan the call.
+        log.warning(
+            "serving %d ADK apps with one worker each: each may claim the others' jobs until "
+            "claims are scoped by ADK app",
+            len(server_apps),
+        )
     return [
         app.worker(AdkAgentRunner(s.runner), runs=False if i else None, **options)
         for i, s in enumerate(server_apps)
