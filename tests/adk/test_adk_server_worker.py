@@ -222,7 +222,9 @@ def test_adk_api_server_and_longcall_worker_resume_run_and_run_sse_turns(
             )
         for session_id, answer in answers.items():
             assert model_texts(session(session_id)).count(answer) == 1
-    assert "ADK apps: reports" in (tmp_path / "worker.log").read_text()
+    worker_log = (tmp_path / "worker.log").read_text()
+    assert "ADK apps: reports" in worker_log
+    assert worker.returncode == 0, worker_log  # SIGTERM drains it and it exits cleanly
 
 
 def test_every_app_of_the_folder_is_built_like_adk_api_server_builds_it(
