@@ -32,7 +32,7 @@ from longcall.cli_support import (
     open_app,
     output_option,
 )
-from longcall.errors import LongcallError, StoreError
+from longcall.errors import ConfigError, LongcallError, StoreError
 from longcall.shapes import iso
 
 
@@ -210,8 +210,8 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     "--app",
     "app_spec",
     envvar="LONGCALL_APP",
-    required=True,
-    help="Your App, as package.module:name (env LONGCALL_APP).",
+    default=None,
+    help="Your App, as package.module:name (env LONGCALL_APP); optional with --adk.",
 )
 @click.option(
     "--agent",
@@ -220,6 +220,37 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     default=None,
     help="Your AgentRunner (or a function of the App returning one), as "
     "package.module:name (env LONGCALL_AGENT); without it, no deliveries to an agent.",
+)
+@click.option(
+    "--adk",
+    "agents_dir",
+    metavar="AGENTS_DIR",
+    default=None,
+    help="Resume the apps that `adk api_server AGENTS_DIR` / `adk web AGENTS_DIR` serve: "
+    "the same folder of agents, each built into the same Runner as ADK's server builds.",
+)
+@click.option(
+    "--session-service-uri",
+    "--session_service_uri",
+    "session_service_uri",
+    metavar="URI",
+    default=None,
+    help="With --adk: the ADK server's --session_service_uri (a store both processes share; "
+    "memory:// cannot work).",
+)
+@click.option(
+    "--extra_plugins",
+    "--extra-plugins",
+    "extra_plugins",
+    multiple=True,
+    help="With --adk: the ADK server's --extra_plugins (comma-separated or repeated).",
+)
+@click.option(
+    "--database",
+    envvar="LONGCALL_DATABASE_URL",
+    default="sqlite:///longcall.db",
+    show_default=True,
+    help="With --adk and no --app: longcall's database (env LONGCALL_DATABASE_URL).",
 )
 @click.option(
     "--lease", default="60s", show_default=True, callback=duration, help="Claim and session lease."
@@ -242,17 +273,42 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     help="Sessions delivered to at once (each still one delivery at a time, in order).",
 )
 def worker(
-    app_spec: str,
+    app_spec: str | None,
     agent_spec: str | None,
+    agents_dir: str | None,
+    session_service_uri: str | None,
+    extra_plugins: tuple[str, ...],
+    database: str,
     lease: float,
     poll: float,
     concurrency: int,
     deliveries: int,
 ) -> None:
     """Run the worker loops until SIGTERM: deliveries to the agent, deadlines, submissions,
-    and the background runs of the App's workflows."""
+    and the background runs of the App's workflows.
+
+    With --adk AGENTS_DIR --session-service-uri URI (the flags of the `adk api_server` it
+    runs beside), it resumes the calls of every app in AGENTS_DIR."""
     from longcall.app import App
 
+    if agents_dir is not None:
+        _adk_worker(
+            app_spec,
+            agent_spec,
+            agents_dir,
+            session_service_uri,
+            extra_plugins,
+            database,
+            lease=lease,
+            poll=poll,
+            concurrency=concurrency,
+            deliveries=deliveries,
+        )
+        return
+    if session_service_uri or extra_plugins:
+        raise click.UsageError("--session-service-uri and --extra_plugins go with --adk")
+    if not app_spec:
+        raise click.UsageError("give --app (or env LONGCALL_APP), or --adk AGENTS_DIR")
     if agent_spec:
         app, agent = _load_app_and_agent(app_spec, agent_spec)
         options: dict[str, Any] = {
@@ -272,6 +328,78 @@ def worker(
         asyncio.run(runner.run())
     finally:
         app.close()
+
+
+def _adk_worker(
+    app_spec: str | None,
+    agent_spec: str | None,
+    agents_dir: str,
+    session_service_uri: str | None,
+    extra_plugins: tuple[str, ...],
+    database: str,
+    *,
+    lease: float,
+    poll: float,
+    concurrency: int,
+    deliveries: int,
+) -> None:
+    """``longcall worker --adk``: every app of an ``adk api_server`` folder, resumed here."""
+    from longcall.app import App
+
+    if agent_spec:
+        raise click.UsageError("--adk builds the agents itself; leave out --agent")
+    if not session_service_uri:
+        raise click.UsageError(
+            "--adk needs --session-service-uri: the same persistent session store as the "
+            "ADK server's --session_service_uri, so both processes see the same sessions"
+        )
+    try:
+        from longcall.adk.server_apps import build_server_apps
+    except ImportError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        server_apps = build_server_apps(agents_dir, session_service_uri, extra_plugins)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    options = {
+        "run_concurrency": concurrency,
+        "lease": lease,
+        "poll_interval": poll,
+        "deliveries": deliveries,
+    }
+    if not app_spec:
+        # The same database as the server's LongcallPlugin (LONGCALL_DATABASE_URL).
+        with open_app(database, migrate=True) as app:
+            _run_adk_workers(app, server_apps, options)
+        return
+    app = load_object(app_spec, "--app")
+    if not isinstance(app, App):
+        raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
+    try:
+        _run_adk_workers(app, server_apps, options)
+    finally:
+        app.close()
+
+
+def _run_adk_workers(app: Any, server_apps: list[Any], options: dict[str, Any]) -> None:
+    from longcall.adk.server_apps import adk_workers
+
+    workers = adk_workers(app, server_apps, **options)
+    names = ", ".join(s.name for s in server_apps)
+    click.echo(f"longcall worker {app.holder} on {app.store.dialect}; ADK apps: {names}", err=True)
+    asyncio.run(_run_workers(workers))
+
+
+async def _run_workers(workers: list[Any]) -> None:
+    """Run several workers in this loop; SIGTERM/SIGINT drain them all."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: [w.stop() for w in workers])
+    try:
+        await asyncio.gather(*(w.run(handle_signals=False) for w in workers))
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
 
 
 main.add_command(jobs)
