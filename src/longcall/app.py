@@ -316,6 +316,21 @@ class App:
     async def attach_async(self, job_id: str, ids: CallIds) -> Job:
         return await self.in_thread(self.store.attach, job_id, ids)
 
+    def redeliver(self, job_id: str, *, app_name: str | None = None) -> Job:
+        """Send an orphaned (or given-up) job's response again, once its cause is fixed.
+
+        The job is ready for delivery again with fresh attempts; the error that stopped it
+        stays in its log (a ``redelivered`` event). ``app_name`` sends it to that app's
+        session instead (it went to the wrong one). Raises
+        :class:`~longcall.errors.NotRedeliverable` for any other delivery state (nothing
+        changes) and :class:`~longcall.errors.JobNotFound` for an unknown id.
+        """
+        self.refuse_in_loop("redeliver")
+        return self.store.redeliver(job_id, app_name=app_name)
+
+    async def redeliver_async(self, job_id: str, *, app_name: str | None = None) -> Job:
+        return await self.in_thread(self.store.redeliver, job_id, app_name=app_name)
+
     def joined(self, job: Job) -> None:
         """Remember that ``job`` was created with its session and call id."""
         if job.call_id is not None and job.session_id is not None:
