@@ -245,6 +245,8 @@ def raw_lifecycle(
                         for session in sorted({row["session_id"] for row in rows}):
                             lease = ex(
                                 "take_session_lease",
+                                app_name="",
+                                user_id="",
                                 session_id=session,
                                 holder=holder,
                                 kind="resume",
@@ -258,7 +260,14 @@ def raw_lifecycle(
                             if session not in leased:
                                 continue
                             ready = (
-                                ex("session_ready_jobs", session_id=session, now=now())
+                                ex(
+                                    "session_ready_jobs",
+                                    app_name="",
+                                    user_id="",
+                                    session_id=session,
+                                    unscoped=True,
+                                    now=now(),
+                                )
                                 if len(rows) >= BATCH
                                 else [row for row in rows if row["session_id"] == session]
                             )
@@ -268,6 +277,7 @@ def raw_lifecycle(
                                     job_id=row["job_id"],
                                     holder=holder,
                                     fence=leased[session],
+                                    app_name=None,
                                     lease=60,
                                     now=now(),
                                 )
@@ -287,7 +297,13 @@ def raw_lifecycle(
                                 fence=row["claim_fence"],
                                 now=now(),
                             )
-                            ex("release_session_lease", session_id=row["session_id"], holder=holder)
+                            ex(
+                                "release_session_lease",
+                                app_name="",
+                                user_id="",
+                                session_id=row["session_id"],
+                                holder=holder,
+                            )
                         ex("notify", channel="longcall", payload="ready")
 
                     db.tx(delivered)
@@ -388,7 +404,7 @@ def latency(url: str, sizes: list[int], rounds: int = 40) -> list[tuple[int, flo
             claims.append(time.perf_counter() - started)
             for job in claimed:
                 store.release(job, "bench", error=None, delay=0, delivery=longcall.Delivery.READY)
-                store.release_session(job.session_id, "bench")
+                store.release_session(job.session_key, "bench")
             started = time.perf_counter()
             due = store.overdue(500)
             sweeps.append(time.perf_counter() - started)

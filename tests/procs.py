@@ -184,9 +184,16 @@ class AgentStore:
         with self._lock, self._conn.transaction():
             if fence is not None:
                 held = self._conn.execute(
-                    "SELECT 1 FROM lc_session_leases WHERE session_id = %s AND holder = %s"
-                    " AND fence = %s AND expires_at > lc_now(NULL) FOR SHARE",
-                    (session_id, fence.holder, fence.token),
+                    "SELECT 1 FROM lc_session_leases WHERE app_name = %s AND user_id = %s"
+                    " AND session_id = %s AND holder = %s AND fence = %s"
+                    " AND expires_at > lc_now(NULL) FOR SHARE",
+                    (
+                        fence.session.app_name,
+                        fence.session.user_id,
+                        fence.session.session_id,
+                        fence.holder,
+                        fence.token,
+                    ),
                 ).fetchone()
                 if held is None:
                     raise FenceLost(session_id, fence.holder, fence.token)

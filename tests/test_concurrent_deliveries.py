@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall import CallIds, Delivery, JobState, Message, delivery
+from longcall import CallIds, Delivery, JobState, Message, SessionKey, delivery
 from longcall.agents import AgentEvent
 from longcall.cli import main as cli_main
 from longcall.worker import Worker
@@ -270,7 +270,9 @@ def test_sigterm_drains_every_delivery_in_flight(app: longcall.App) -> None:
     assert "c-99" not in agent.started
     assert sorted(agent.finished) == [f"c-{n}" for n in range(5)]
     for n in range(5):  # every session lease was released: another holder takes it at once
-        assert app.store.take_session(f"s{n}", "someone-else", kind="turn", ttl=5)
+        assert app.store.take_session(
+            SessionKey("conc", "u", f"s{n}"), "someone-else", kind="turn", ttl=5
+        )
 
 
 # -- user turns ----------------------------------------------------------------------------
@@ -323,7 +325,7 @@ def test_a_session_claimed_again_mid_delivery_waits_for_it(app: longcall.App) ->
         await asyncio.wait_for(agent.entered["s1"].wait(), 30)
         # The lease goes as one that ran out would (a stalled heartbeat); this worker is
         # free to claim the session again, and does once s1 has a new ready job.
-        await app.in_thread(app.store.release_session, "s1", holder)
+        await app.in_thread(app.store.release_session, SessionKey("conc", "u", "s1"), holder)
         second = await ready_job(app, export, "s1", 2)
         await all_delivered(app, [first, second])
         worker.stop()

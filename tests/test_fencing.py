@@ -17,11 +17,11 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 import longcall
-from longcall import CallIds, Delivery, FakeClock, FenceLost, JobState, Message
+from longcall import CallIds, Delivery, FakeClock, FenceLost, JobState, Message, SessionKey
 from longcall.agents import AgentEvent
 from longcall.store import Store
 from longcall.worker import Worker
-from test_store_conformance import LEASE, THROTTLE, ready
+from test_store_conformance import LEASE, THROTTLE, key, ready
 
 # -- the store ----------------------------------------------------------------------------
 
@@ -32,12 +32,12 @@ def test_every_take_of_a_lease_raises_its_fence_and_a_release_keeps_it(
     ready(store, "j1", session="s")
     [first] = store.claim("a", limit=10, lease=LEASE)
     assert first.claim_fence is not None
-    assert store.holds_session("s", "a", first.claim_fence)
+    assert store.holds_session(key("s"), "a", first.claim_fence)
     assert store.release(first, "a", error=None, delay=0, delivery=Delivery.READY)
-    store.release_session("s", "a")
-    assert not store.holds_session("s", "a", first.claim_fence)
-    assert store.take_session("s", "turn", kind="turn", ttl=60)
-    store.release_session("s", "turn")
+    store.release_session(key("s"), "a")
+    assert not store.holds_session(key("s"), "a", first.claim_fence)
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60)
+    store.release_session(key("s"), "turn")
     [again] = store.claim("a", limit=10, lease=LEASE)
     # Released twice and taken by a user turn in between: the fence only ever rose.
     assert again.claim_fence == first.claim_fence + 2
@@ -50,13 +50,13 @@ def test_a_lease_that_ran_out_or_was_taken_is_no_longer_held(
     [job] = store.claim("a", limit=10, lease=LEASE)
     assert job.claim_fence is not None
     clock.advance(LEASE - 1)
-    assert store.holds_session("s", "a", job.claim_fence)
+    assert store.holds_session(key("s"), "a", job.claim_fence)
     clock.advance(1)
-    assert not store.holds_session("s", "a", job.claim_fence)  # ran out: nobody took it yet
+    assert not store.holds_session(key("s"), "a", job.claim_fence)  # ran out: nobody took it yet
     [taken] = store.claim("b", limit=10, lease=LEASE)
     assert taken.claim_fence == job.claim_fence + 1
-    assert store.holds_session("s", "b", taken.claim_fence)
-    assert not store.holds_session("s", "b", job.claim_fence)
+    assert store.holds_session(key("s"), "b", taken.claim_fence)
+    assert not store.holds_session(key("s"), "b", job.claim_fence)
 
 
 def test_the_same_holder_claiming_again_fences_off_its_own_earlier_claim(
@@ -85,11 +85,11 @@ def test_no_outcome_is_recorded_once_a_user_turn_took_the_session(
     ready(store, "j1", session="s")
     [job] = store.claim("a", limit=10, lease=LEASE)
     clock.advance(LEASE)
-    assert store.take_session("s", "turn", kind="turn", ttl=5)
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=5)
     assert not store.mark_delivered(job, "a", throttle=THROTTLE)
     assert not store.release(job, "a", error=None, delay=0, delivery=Delivery.READY)
     assert store.get_job("j1").claim_holder == "a"  # it runs out, then goes to another
-    store.release_session("s", "turn")
+    store.release_session(key("s"), "turn")
     [taken] = store.claim("b", limit=10, lease=LEASE)
     assert taken.job_id == "j1" and taken.claim_holder == "b"
 
@@ -100,7 +100,7 @@ def test_a_lost_session_keeps_its_jobs_claims_unrenewed(store: Store, clock: Fak
     ready(store, "j1", session="s")
     [job] = store.claim("a", limit=10, lease=LEASE)
     clock.advance(LEASE)
-    assert store.take_session("s", "turn", kind="turn", ttl=5)
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=5)
     assert not store.renew("a", [job], lease=LEASE)
     assert store.get_job("j1").available_at == job.available_at
     clock.advance(5)
@@ -113,11 +113,11 @@ def test_an_append_under_a_lost_fence_writes_nothing(store: Store, clock: FakeCl
     [job] = store.claim("a", limit=10, lease=LEASE)
     assert job.claim_fence is not None
     event = ("inv-1", "assistant", {"text": "done"}, None)
-    assert store.append_session_events("s", [event], fence=("a", job.claim_fence)) == [1]
+    assert store.append_session_events("s", [event], fence=(key("s"), "a", job.claim_fence)) == [1]
     clock.advance(LEASE)
-    assert store.take_session("s", "turn", kind="turn", ttl=60)
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60)
     with pytest.raises(FenceLost, match="no longer held by 'a' under fence"):
-        store.append_session_events("s", [event], fence=("a", job.claim_fence))
+        store.append_session_events("s", [event], fence=(key("s"), "a", job.claim_fence))
     assert [e.seq for e in store.session_events("s")] == [1]
 
 
@@ -188,7 +188,11 @@ def test_a_heartbeat_that_finds_the_fence_moved_cuts_the_delivery_short(
         job_id = await ready_job(app, "s1")
         await asyncio.wait_for(agent.entered.wait(), 30)
         assert await app.in_thread(
-            app.store.take_session, "s1", deliverer.holder, kind="resume", ttl=0.6
+            app.store.take_session,
+            SessionKey("fence", "u", "s1"),
+            deliverer.holder,
+            kind="resume",
+            ttl=0.6,
         )
         give_up = time.monotonic() + 30
         while "cancelled" not in agent.runs:
@@ -226,7 +230,11 @@ def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) 
             if deliverer.holder and not stolen and thinking_after_result():
                 stolen = True
                 await app.in_thread(
-                    app.store.take_session, "s1", deliverer.holder, kind="resume", ttl=60
+                    app.store.take_session,
+                    SessionKey("longcall-demo", "u", "s1"),
+                    deliverer.holder,
+                    kind="resume",
+                    ttl=60,
                 )
 
         agent = longcall.ScriptedAgent(

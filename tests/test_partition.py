@@ -31,7 +31,7 @@ import psycopg
 import pytest
 
 import netns
-from longcall import App, Delivery, JobState
+from longcall import App, Delivery, JobState, SessionKey
 from longcall.jobs import parse_duration
 from longcall.scripted import FINAL_STATUSES
 from longcall.store.postgres import IDLE_IN_TRANSACTION_TIMEOUT
@@ -451,13 +451,15 @@ HOLDER_SCRIPT = """
 import sys, time
 from pathlib import Path
 from longcall.clock import SystemClock
+from longcall.jobs import SessionKey
 from longcall.store.postgres import PostgresStore
 
 store = PostgresStore(sys.argv[1], SystemClock(), pool_size=1)
-assert store.take_session("held", "cut-host", kind="resume", ttl=1.0)
+held = SessionKey("", "", "held")
+assert store.take_session(held, "cut-host", kind="resume", ttl=1.0)
 
 def work(tx):
-    tx.run("renew_session_lease", session_id="held", holder="cut-host", ttl=1.0, now=None)
+    tx.run("renew_session_lease", **held.as_dict(), holder="cut-host", ttl=1.0, now=None)
     Path(sys.argv[2]).write_text("open")
     time.sleep(3600)
 
@@ -490,7 +492,9 @@ def test_cut_host_open_transaction_does_not_block_other_hosts(
         took: list[bool] = []
         taker = threading.Thread(
             target=lambda: took.append(
-                app.store.take_session("held", "other-host", kind="turn", ttl=60)
+                app.store.take_session(
+                    SessionKey("", "", "held"), "other-host", kind="turn", ttl=60
+                )
             ),
             daemon=True,  # should the take hang, the test fails rather than hangs
         )

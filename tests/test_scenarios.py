@@ -429,7 +429,7 @@ def test_completion_before_attach_is_delivered_once_after_attach(app: longcall.A
 
     async def scenario() -> None:
         resumer = app.deliverer(runner)
-        async with app.session_turn("s1"):
+        async with app.session_turn("s1", app_name=runner.app_name, user_id="u1"):
             events = [
                 e
                 async for e in runner.run(

@@ -37,7 +37,7 @@ from longcall import (
     JobState,
     LongcallError,
 )
-from longcall.jobs import expired_result, is_ready
+from longcall.jobs import SessionKey, expired_result, is_ready
 from longcall.store import NewJob, Store, open_store
 
 LEASE = 30.0
@@ -335,7 +335,7 @@ class JobMachine(RuleBasedStateMachine):
 
     def _release_sessions(self, holder: str, sessions: set[str]) -> None:
         for session in sessions:
-            self.store.release_session(session, holder)
+            self.store.release_session(SessionKey("", "", session), holder)
             if self.model.leases.get(session, ("", 0.0))[0] == holder:
                 del self.model.leases[session]
 

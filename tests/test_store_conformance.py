@@ -20,6 +20,7 @@ from longcall import (
     JobNotFound,
     JobState,
     LongcallError,
+    SessionKey,
     StoreError,
 )
 from longcall.store import NewJob, Store
@@ -49,6 +50,11 @@ def started(store: Store, job_id: str, **ids: str) -> Job:
     assert created
     store.finish_dispatch(job_id, None)
     return job
+
+
+def key(session_id: str) -> SessionKey:
+    """The lease key of a session of jobs that name no app and no user."""
+    return SessionKey("", "", session_id)
 
 
 def ready(store: Store, job_id: str, session: str = "s1", call: str | None = None) -> Job:
@@ -331,7 +337,7 @@ def test_progress_announcements_are_throttled(store: Store, clock: FakeClock) ->
     store.progress("j1", 1, notify=True, throttle=THROTTLE)
     [claimed] = store.claim("r", limit=10, lease=LEASE)
     assert store.mark_delivered(claimed, "r", throttle=THROTTLE) is True
-    store.release_session("s", "r")
+    store.release_session(key("s"), "r")
     quiet = store.get_job("j1")
     assert (quiet.delivery, quiet.notified_seq, quiet.claim_holder) == (Delivery.NONE, 1, None)
 
@@ -485,7 +491,7 @@ def test_finish_during_a_throttled_announcement_is_ready_at_once(
     store.progress("j1", 1, notify=True, throttle=THROTTLE)
     [claimed] = store.claim("r", limit=10, lease=LEASE)
     store.mark_delivered(claimed, "r", throttle=THROTTLE)
-    store.release_session("s", "r")
+    store.release_session(key("s"), "r")
     clock.advance(1)
     waiting = store.progress("j1", 2, notify=True, throttle=THROTTLE)
     assert waiting is not None and waiting.available_at == clock.now() - 1 + THROTTLE
@@ -517,7 +523,7 @@ def test_claim_waits_for_available_at(store: Store, clock: FakeClock) -> None:
     ready(store, "j1")
     [job] = store.claim("r", limit=10, lease=LEASE)
     assert store.release(job, "r", error=None, delay=20, delivery=Delivery.READY) is True
-    store.release_session("s1", "r")
+    store.release_session(key("s1"), "r")
     clock.advance(19)
     assert store.claim("r", limit=10, lease=LEASE) == []
     clock.advance(1)
@@ -562,18 +568,18 @@ def test_claim_takes_the_jobs_of_one_session_together(store: Store) -> None:
 
 def test_session_leased_by_someone_else_blocks_its_jobs(store: Store, clock: FakeClock) -> None:
     """While a user turn holds the session's lease, its jobs are not claimed; others' are."""
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is True
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is True
     ready(store, "blocked", session="s")
     ready(store, "free", session="t")
     assert [j.job_id for j in store.claim("r", limit=10, lease=LEASE)] == ["free"]
     assert store.claim("r2", limit=10, lease=LEASE) == []
-    store.release_session("s", "turn")
+    store.release_session(key("s"), "turn")
     assert [j.job_id for j in store.claim("r2", limit=10, lease=LEASE)] == ["blocked"]
 
 
 def test_expired_session_lease_no_longer_blocks(store: Store, clock: FakeClock) -> None:
     """A session lease that was not renewed stops blocking once its ttl has passed."""
-    store.take_session("s", "turn", kind="turn", ttl=60)
+    store.take_session(key("s"), "turn", kind="turn", ttl=60)
     ready(store, "j1", session="s")
     clock.advance(59)
     assert store.claim("r", limit=10, lease=LEASE) == []
@@ -585,12 +591,12 @@ def test_claim_takes_the_session_lease(store: Store, clock: FakeClock) -> None:
     """A claim holds its session's lease: a user turn cannot start until it is released."""
     ready(store, "j1", session="s")
     store.claim("r", limit=10, lease=LEASE)
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is False
-    assert store.take_session("s", "r", kind="resume", ttl=LEASE) is True  # its own: renewed
-    store.release_session("s", "someone-else")  # not theirs: nothing happens
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is False
-    store.release_session("s", "r")
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is True
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is False
+    assert store.take_session(key("s"), "r", kind="resume", ttl=LEASE) is True  # its own: renewed
+    store.release_session(key("s"), "someone-else")  # not theirs: nothing happens
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is False
+    store.release_session(key("s"), "r")
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is True
 
 
 def test_renew_extends_the_claim_and_the_session_lease(store: Store, clock: FakeClock) -> None:
@@ -602,7 +608,7 @@ def test_renew_extends_the_claim_and_the_session_lease(store: Store, clock: Fake
     assert store.get_job("j1").available_at == clock.now() + LEASE
     clock.advance(10)
     assert store.claim("b", limit=10, lease=LEASE) == []
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is False
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is False
     clock.advance(LEASE - 10)
     assert [j.claim_holder for j in store.claim("b", limit=10, lease=LEASE)] == ["b"]
 
@@ -615,20 +621,20 @@ def test_renew_after_the_lease_was_lost_extends_nothing(store: Store, clock: Fak
     [taken] = store.claim("b", limit=10, lease=LEASE)
     assert store.renew("a", [job], lease=LEASE) is False
     assert store.get_job("j1") == taken
-    assert store.take_session("s", "a", kind="resume", ttl=LEASE) is False
+    assert store.take_session(key("s"), "a", kind="resume", ttl=LEASE) is False
 
 
 def test_renew_session_extends_only_a_lease_still_held(store: Store, clock: FakeClock) -> None:
     """renew_session extends the holder's own lease and never takes one it no longer holds."""
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is True
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is True
     clock.advance(50)
-    assert store.renew_session("s", "turn", ttl=60) is True
+    assert store.renew_session(key("s"), "turn", ttl=60) is True
     clock.advance(50)
-    assert store.take_session("s", "other", kind="turn", ttl=60) is False
-    assert store.renew_session("s", "other", ttl=60) is False
-    store.release_session("s", "turn")
-    assert store.renew_session("s", "turn", ttl=60) is False
-    assert store.take_session("s", "other", kind="turn", ttl=60) is True
+    assert store.take_session(key("s"), "other", kind="turn", ttl=60) is False
+    assert store.renew_session(key("s"), "other", ttl=60) is False
+    store.release_session(key("s"), "turn")
+    assert store.renew_session(key("s"), "turn", ttl=60) is False
+    assert store.take_session(key("s"), "other", kind="turn", ttl=60) is True
 
 
 # -- mark_delivered and release ----------------------------------------------------------
@@ -645,7 +651,7 @@ def test_mark_delivered_ends_delivery_of_a_final_result(store: Store, clock: Fak
     assert done.delivered_at == clock.now()
     assert (done.claim_holder, done.available_at, done.attempts) == (None, None, 0)
     assert store.mark_delivered(job, "r", throttle=THROTTLE) is False
-    store.release_session("s1", "r")
+    store.release_session(key("s1"), "r")
     clock.advance(3600)
     assert store.claim("r", limit=10, lease=LEASE) == []
     assert store.get_job("j1") == done
@@ -676,16 +682,19 @@ def test_mark_group_delivered_marks_one_message_and_frees_the_session(store: Sto
     ready(store, "a2", session="s")
     claimed = store.claim("r", limit=10, lease=LEASE)
     assert (
-        store.mark_group_delivered(claimed, "intruder", throttle=THROTTLE, release_session="s") == 0
+        store.mark_group_delivered(claimed, "intruder", throttle=THROTTLE, release_session=key("s"))
+        == 0
     )
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is False
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is False
     heard: list[int] = []
     store.ready_listeners.append(lambda: heard.append(1))
-    assert store.mark_group_delivered(claimed, "r", throttle=THROTTLE, release_session="s") == 2
+    assert (
+        store.mark_group_delivered(claimed, "r", throttle=THROTTLE, release_session=key("s")) == 2
+    )
     assert heard == [1]
     assert {store.get_job(k).delivery for k in ("a1", "a2")} == {Delivery.DELIVERED}
     assert store.mark_group_delivered(claimed, "r", throttle=THROTTLE) == 0
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is True
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is True
 
 
 def test_mark_delivered_batch_counts_per_group(store: Store) -> None:
@@ -695,14 +704,14 @@ def test_mark_delivered_batch_counts_per_group(store: Store) -> None:
     ready(store, "b1", session="t")
     by_id = {j.job_id: j for j in store.claim("r", limit=10, lease=LEASE)}
     counts = store.mark_delivered_batch(
-        [([by_id["a1"], by_id["a2"]], "s"), ([by_id["b1"]], None)], "r", throttle=THROTTLE
+        [([by_id["a1"], by_id["a2"]], key("s")), ([by_id["b1"]], None)], "r", throttle=THROTTLE
     )
     assert counts == [2, 1]
     assert store.counts() == {("succeeded", "delivered"): 3}
-    assert store.take_session("s", "turn", kind="turn", ttl=60) is True
-    assert store.take_session("t", "turn", kind="turn", ttl=60) is False  # not released
-    assert store.mark_delivered_batch([([by_id["b1"]], "t")], "r", throttle=THROTTLE) == [0]
-    assert store.take_session("t", "turn", kind="turn", ttl=60) is True
+    assert store.take_session(key("s"), "turn", kind="turn", ttl=60) is True
+    assert store.take_session(key("t"), "turn", kind="turn", ttl=60) is False  # not released
+    assert store.mark_delivered_batch([([by_id["b1"]], key("t"))], "r", throttle=THROTTLE) == [0]
+    assert store.take_session(key("t"), "turn", kind="turn", ttl=60) is True
 
 
 def test_release_retries_after_a_delay(store: Store, clock: FakeClock) -> None:
@@ -710,7 +719,7 @@ def test_release_retries_after_a_delay(store: Store, clock: FakeClock) -> None:
     ready(store, "j1")
     [job] = store.claim("r", limit=10, lease=LEASE)
     assert store.release(job, "r", error="agent busy", delay=15, delivery=Delivery.READY) is True
-    store.release_session("s1", "r")
+    store.release_session(key("s1"), "r")
     released = store.get_job("j1")
     assert (released.delivery, released.claim_holder) == (Delivery.READY, None)
     assert (released.last_error, released.available_at) == ("agent busy", clock.now() + 15)
@@ -733,7 +742,7 @@ def test_release_as_failed_or_orphaned_stops_retrying(
     ready(store, "j1")
     [job] = store.claim("r", limit=10, lease=LEASE)
     assert store.release(job, "r", error="no such call", delay=0, delivery=delivery) is True
-    store.release_session("s1", "r")
+    store.release_session(key("s1"), "r")
     clock.advance(3600)
     assert store.claim("r", limit=10, lease=LEASE) == []
     [visible] = store.list_jobs(delivery=delivery)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from longcall.errors import AttachConflict, FenceLost, JobNotFound
-from longcall.jobs import CallIds
+from longcall.jobs import CallIds, SessionKey
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -50,11 +50,15 @@ class Fence:
     and writes nothing once the fence is lost.
     """
 
-    session_id: str
+    session: SessionKey
     holder: str
     token: int
     held: Callable[[], bool] = field(compare=False, repr=False)
     """Asks the job table whether the holder still holds the session under ``token``."""
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
 
     def check(self) -> None:
         """Raise :class:`~longcall.errors.FenceLost` unless the lease is still this one's."""

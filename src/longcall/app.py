@@ -24,7 +24,15 @@ from longcall.agents import AgentEvent, AgentRunner, CallObserver, Message
 from longcall.clock import Clock, SystemClock
 from longcall.deprecation import deprecated
 from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
-from longcall.jobs import CallIds, FinishOutcome, Job, JobEvent, JobState, parse_duration
+from longcall.jobs import (
+    CallIds,
+    FinishOutcome,
+    Job,
+    JobEvent,
+    JobState,
+    SessionKey,
+    parse_duration,
+)
 from longcall.store import Store, open_store
 from longcall.store.base import Ingested
 from longcall.tools import JobHandle, LongRunningTool
@@ -308,6 +316,21 @@ class App:
     async def attach_async(self, job_id: str, ids: CallIds) -> Job:
         return await self.in_thread(self.store.attach, job_id, ids)
 
+    def redeliver(self, job_id: str, *, app_name: str | None = None) -> Job:
+        """Send an orphaned (or given-up) job's response again, once its cause is fixed.
+
+        The job is ready for delivery again with fresh attempts; the error that stopped it
+        stays in its log (a ``redelivered`` event). ``app_name`` sends it to that app's
+        session instead (it went to the wrong one). Raises
+        :class:`~longcall.errors.NotRedeliverable` for any other delivery state (nothing
+        changes) and :class:`~longcall.errors.JobNotFound` for an unknown id.
+        """
+        self.refuse_in_loop("redeliver")
+        return self.store.redeliver(job_id, app_name=app_name)
+
+    async def redeliver_async(self, job_id: str, *, app_name: str | None = None) -> Job:
+        return await self.in_thread(self.store.redeliver, job_id, app_name=app_name)
+
     def joined(self, job: Job) -> None:
         """Remember that ``job`` was created with its session and call id."""
         if job.call_id is not None and job.session_id is not None:
@@ -356,43 +379,48 @@ class App:
     # -- conversations ------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def session_turn(self, session_id: str, *, kind: str = "turn") -> AsyncIterator[str]:
+    async def session_turn(
+        self, session_id: str, *, app_name: str, user_id: str, kind: str = "turn"
+    ) -> AsyncIterator[str]:
         """Hold the session's lease for a run: waits while a resume (or another turn) runs.
 
-        The lease is renewed while the block runs and released at its end, so resumes of
-        this session wait for the turn, in this process or any other.
+        The session is ``app_name``'s and ``user_id``'s (as google-adk names it): the lease
+        is the one deliveries of that app's jobs into it take. It is renewed while the block
+        runs and released at its end, so resumes of this session wait for the turn, in this
+        process or any other.
         """
+        session = SessionKey(app_name, user_id, session_id)
         holder = new_holder_id(kind)
         delay = 0.005
         while not await self.in_thread(
-            self.store.take_session, session_id, holder, kind=kind, ttl=self.session_lease
+            self.store.take_session, session, holder, kind=kind, ttl=self.session_lease
         ):
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.25)
-        renewer = asyncio.create_task(self._renew_session(session_id, holder, kind))
+        renewer = asyncio.create_task(self._renew_session(session, holder, kind))
         try:
             yield holder
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            await self.in_thread(self.store.release_session, session_id, holder)
+            await self.in_thread(self.store.release_session, session, holder)
 
-    async def _renew_session(self, session_id: str, holder: str, kind: str) -> None:
+    async def _renew_session(self, session: SessionKey, holder: str, kind: str) -> None:
         while True:
             await asyncio.sleep(self.session_lease / 3)
             try:
                 kept = await self.in_thread(
-                    self.store.renew_session, session_id, holder, ttl=self.session_lease
+                    self.store.renew_session, session, holder, ttl=self.session_lease
                 )
             except Exception:
-                log.exception("could not renew the lease on session %s", session_id)
+                log.exception("could not renew the lease on session %s", session)
                 continue
             if not kept:
                 log.error(
                     "the %s on session %s outlived its lease; a resume may overlap it",
                     kind,
-                    session_id,
+                    session,
                 )
 
     async def run_turn_async(
@@ -403,7 +431,7 @@ class App:
             self, app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         events = []
-        async with self.session_turn(session_id):
+        async with self.session_turn(session_id, app_name=runner.app_name, user_id=user_id):
             async for event in runner.run(
                 user_id=user_id, session_id=session_id, message=Message(text=text)
             ):
@@ -607,12 +635,19 @@ class App:
 
         return Sweeper(self, **options)
 
-    def worker(self, runner: AgentRunner | None = None, **options: Any) -> Worker:
-        """The worker loops: deliveries to ``runner`` (if given), deadlines, submissions and,
-        when workflows are registered, background runs."""
+    def worker(
+        self,
+        runner: AgentRunner | None = None,
+        *,
+        runners: Sequence[AgentRunner] = (),
+        **options: Any,
+    ) -> Worker:
+        """The worker loops: deliveries to ``runner`` (or to each of ``runners``, one per ADK
+        app: each app's jobs go to its own runner), deadlines, submissions and, when
+        workflows are registered, background runs."""
         from longcall.worker import Worker
 
-        return Worker(self, runner, **options)
+        return Worker(self, runner, runners=runners, **options)
 
 
 def _error_body(error: str | dict[str, Any]) -> dict[str, Any]:

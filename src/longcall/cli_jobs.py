@@ -183,6 +183,27 @@ def jobs_progress(
     emit(job_json(job), output, lambda: click.echo(f"{job_id}: progress #{job.progress_seq}"))
 
 
+@jobs.command("redeliver")
+@database_option
+@output_option
+@click.argument("job_id")
+@click.option(
+    "--app",
+    "app_name",
+    help="Deliver into this ADK app's session from now on (the job went to the wrong app).",
+)
+def jobs_redeliver(database: str, output: str | None, job_id: str, app_name: str | None) -> None:
+    """Send an orphaned or failed delivery again, once its cause is fixed; exits 5 for a job
+    whose delivery is anything else."""
+    with open_app(database) as app:
+        job = app.redeliver(job_id, app_name=app_name)
+    emit(
+        {"changed": True, "job": job_json(job)},
+        output,
+        lambda: click.echo(f"{job_id}: ready for delivery to {job.app_name or 'any app'}"),
+    )
+
+
 @jobs.command("extend")
 @database_option
 @output_option

@@ -29,6 +29,7 @@ from longcall.errors import (
     CronNotFound,
     JobNotFound,
     LongcallError,
+    NotRedeliverable,
     RunNotFound,
     RunStateError,
     SchemaError,
@@ -170,7 +171,7 @@ def _exit_for(exc: Exception) -> tuple[int | None, str]:
         return EXIT_NOT_FOUND, message
     if isinstance(exc, StoreError):
         return EXIT_DATABASE, message
-    if isinstance(exc, AttachConflict | RunStateError | CronConflict):
+    if isinstance(exc, AttachConflict | NotRedeliverable | RunStateError | CronConflict):
         return EXIT_CONFLICT, message
     # A URL that cannot work, a missing extra, or a request longcall refused as it stands.
     if isinstance(exc, LongcallError | ImportError):

@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING
 
 from longcall.agents import AgentEvent, AgentRunner, CallObserver, Fence, FunctionResponse, Message
 from longcall.errors import FenceLost, UnknownCallError
-from longcall.jobs import Delivery, Job, final_response, parse_duration, progress_response
+from longcall.jobs import (
+    Delivery,
+    Job,
+    SessionKey,
+    final_response,
+    parse_duration,
+    progress_response,
+)
 from longcall.store.core import NOTIFY_CHANNEL
 from longcall.wakeups import listen_in_thread, wait_any
 
@@ -68,7 +75,12 @@ def response_of(job: Job) -> FunctionResponse:
 
 
 class Deliverer:
-    """Claims ready jobs and delivers them through an :class:`AgentRunner`."""
+    """Claims ready jobs and delivers them through an :class:`AgentRunner`.
+
+    It serves the jobs of ``runner.app_name`` alone (and those of no app, which its claim
+    makes that app's): on a database several apps share, another app's jobs are left for
+    that app's deliverer.
+    """
 
     def __init__(
         self,
@@ -89,6 +101,7 @@ class Deliverer:
 
         self.app = app
         self.runner = runner
+        self.app_name = runner.app_name
         self.deliveries = check_deliveries(deliveries)
         self.batch = batch
         self.lease = parse_duration(lease)
@@ -103,7 +116,7 @@ class Deliverer:
         self._marks = _GroupCommit(self)
         # Sessions this holder claimed again while their delivery was still in flight: that
         # claim took the session's lease, which the delivery in hand must release as it ends.
-        self._claimed_again: set[str] = set()
+        self._claimed_again: set[SessionKey] = set()
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -111,7 +124,7 @@ class Deliverer:
         """Claim what is ready and deliver it; return how many jobs were handled."""
         store = self.app.store
         claimed = await self.app.in_thread(
-            store.claim, self.holder, limit=self.batch, lease=self.lease
+            store.claim, self.holder, limit=self.batch, lease=self.lease, app_name=self.app_name
         )
         if not claimed:
             return 0
@@ -120,8 +133,7 @@ class Deliverer:
         return len(claimed)
 
     async def _deliver_session(self, jobs: list[Job]) -> None:
-        session_id = jobs[0].session_id
-        assert session_id is not None
+        session = jobs[0].session_key
         heartbeat = _Heartbeat(self, jobs)
         released = False
         try:
@@ -132,7 +144,7 @@ class Deliverer:
                         await self._give_back(rest)
                     break
                 last = index == len(groups) - 1
-                released = await self._deliver_group(session_id, group, release_after=last)
+                released = await self._deliver_group(session, group, release_after=last)
         except asyncio.CancelledError:
             if not heartbeat.lost:
                 raise
@@ -146,18 +158,18 @@ class Deliverer:
         finally:
             await heartbeat.stop()
             if not released:
-                await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
+                await self.app.in_thread(self.app.store.release_session, session, self.holder)
             # Checked after every wait: a claim may land while any of them is pending.
-            while session_id in self._claimed_again:
-                self._claimed_again.discard(session_id)
-                await self.app.in_thread(self.app.store.release_session, session_id, self.holder)
+            while session in self._claimed_again:
+                self._claimed_again.discard(session)
+                await self.app.in_thread(self.app.store.release_session, session, self.holder)
 
     async def _deliver_group(
-        self, session_id: str, group: list[Job], *, release_after: bool
+        self, session: SessionKey, group: list[Job], *, release_after: bool
     ) -> bool:
         """Deliver one message; True when the session lease was released with the bookkeeping."""
         store, runner = self.app.store, self.runner
-        user_id = group[0].user_id or ""
+        user_id, session_id = session.user_id, session.session_id
         to_send = []
         for job in group:
             assert job.call_id is not None
@@ -173,7 +185,7 @@ class Deliverer:
             return False
         message = Message(
             function_responses=tuple(response_of(j) for j in to_send),
-            fence=self._fence(session_id, to_send[0]),
+            fence=self._fence(session, to_send[0]),
         )
         observer = CallObserver(
             self.app, app_name=runner.app_name, user_id=user_id, session_id=session_id
@@ -186,7 +198,7 @@ class Deliverer:
         except FenceLost as exc:
             # Another holder (or a user turn) has the session now: this delivery wrote
             # nothing after losing it, and its jobs are theirs, or ready again, to deliver.
-            log.warning("delivery to session %s stopped: %s", session_id, exc)
+            log.warning("delivery to session %s stopped: %s", session, exc)
             await self._give_back(to_send)
             self._count("fence_lost", to_send)
             return False
@@ -197,11 +209,11 @@ class Deliverer:
                 released = False
                 for index, job in enumerate(to_send):
                     last = release_after and index == len(to_send) - 1
-                    released = await self._deliver_group(session_id, [job], release_after=last)
+                    released = await self._deliver_group(session, [job], release_after=last)
                 return released
             log.error(
                 "session %s has no call for jobs %s: %s",
-                session_id,
+                session,
                 [j.job_id for j in to_send],
                 exc,
             )
@@ -219,22 +231,20 @@ class Deliverer:
         except Exception as exc:
             await self._retry_later(to_send, exc)
             return False
-        await self._mark_delivered(to_send, release_session=session_id if release_after else None)
+        await self._mark_delivered(to_send, release_session=session if release_after else None)
         self._count("delivered", [j for j in to_send if j.terminal])
         self._count("progress_delivered", [j for j in to_send if not j.terminal])
         return release_after
 
-    def _fence(self, session_id: str, job: Job) -> Fence | None:
+    def _fence(self, session: SessionKey, job: Job) -> Fence | None:
         """The fence this delivery's claim was taken under, for the agent to check."""
         if job.claim_fence is None:
             return None
         return Fence(
-            session_id,
+            session,
             self.holder,
             job.claim_fence,
-            functools.partial(
-                self.app.store.holds_session, session_id, self.holder, job.claim_fence
-            ),
+            functools.partial(self.app.store.holds_session, session, self.holder, job.claim_fence),
         )
 
     def _count(self, outcome: str, jobs: list[Job]) -> None:
@@ -246,7 +256,9 @@ class Deliverer:
             for job in jobs:
                 listener(outcome, job)
 
-    async def _mark_delivered(self, jobs: list[Job], *, release_session: str | None = None) -> None:
+    async def _mark_delivered(
+        self, jobs: list[Job], *, release_session: SessionKey | None = None
+    ) -> None:
         marked = await self._marks.mark(jobs, release_session)
         if marked < len(jobs):
             log.warning(
@@ -317,7 +329,7 @@ class Deliverer:
         def ready() -> None:
             loop.call_soon_threadsafe(wake.set)
 
-        in_flight: dict[str, asyncio.Task[None]] = {}
+        in_flight: dict[SessionKey, asyncio.Task[None]] = {}
         self.app.store.ready_listeners.append(ready)
         listener_stop = threading.Event()
         listener = listen_in_thread(self.app.store, NOTIFY_CHANNEL, ready, listener_stop)
@@ -354,17 +366,20 @@ class Deliverer:
 
     async def _claim(self, limit: int) -> list[Job]:
         return await self.app.in_thread(
-            self.app.store.claim, self.holder, limit=limit, lease=self.lease
+            self.app.store.claim, self.holder, limit=limit, lease=self.lease, app_name=self.app_name
         )
 
     async def _start(
-        self, claimed: list[Job], in_flight: dict[str, asyncio.Task[None]], wake: asyncio.Event
+        self,
+        claimed: list[Job],
+        in_flight: dict[SessionKey, asyncio.Task[None]],
+        wake: asyncio.Event,
     ) -> int:
         """Start one delivery task per claimed session, each freeing its slot (and waking
         the loop) as it ends; return how many started."""
         started = 0
-        for session_id, jobs in _by_session(claimed).items():
-            running = in_flight.get(session_id)
+        for session, jobs in _by_session(claimed).items():
+            running = in_flight.get(session)
             if running is not None and not running.done():
                 # The session's lease was free, so this holder could claim it again: the
                 # delivery in hand released it with its last commit and has not ended yet,
@@ -374,24 +389,22 @@ class Deliverer:
                 log.info(
                     "session %s was claimed again while its delivery is still running; "
                     "giving back jobs %s",
-                    session_id,
+                    session,
                     [j.job_id for j in jobs],
                 )
-                self._claimed_again.add(session_id)
+                self._claimed_again.add(session)
                 await self._give_back(jobs)
                 continue
-            task = asyncio.create_task(self._deliver_session(jobs), name=f"deliver {session_id}")
-            in_flight[session_id] = task
+            task = asyncio.create_task(self._deliver_session(jobs), name=f"deliver {session}")
+            in_flight[session] = task
             started += 1
 
-            def done(task: asyncio.Task[None], session_id: str = session_id) -> None:
-                if in_flight.get(session_id) is task:
-                    del in_flight[session_id]
+            def done(task: asyncio.Task[None], session: SessionKey = session) -> None:
+                if in_flight.get(session) is task:
+                    del in_flight[session]
                 wake.set()
                 if not task.cancelled() and task.exception() is not None:
-                    log.error(
-                        "delivery to session %s failed", session_id, exc_info=task.exception()
-                    )
+                    log.error("delivery to session %s failed", session, exc_info=task.exception())
 
             task.add_done_callback(done)
         return started
@@ -401,12 +414,12 @@ class Deliverer:
         self._stopping = True
 
 
-def _by_session(jobs: list[Job]) -> dict[str, list[Job]]:
-    """Claimed jobs per session, each session's in the order of the claim (readiness)."""
-    by_session: dict[str, list[Job]] = {}
+def _by_session(jobs: list[Job]) -> dict[SessionKey, list[Job]]:
+    """Claimed jobs per session (app, user and session id), each session's in the order of
+    the claim (readiness)."""
+    by_session: dict[SessionKey, list[Job]] = {}
     for job in jobs:
-        assert job.session_id is not None
-        by_session.setdefault(job.session_id, []).append(job)
+        by_session.setdefault(job.session_key, []).append(job)
     return by_session
 
 
@@ -419,10 +432,10 @@ class _GroupCommit:
 
     def __init__(self, deliverer: Deliverer) -> None:
         self._deliverer = deliverer
-        self._queue: list[tuple[list[Job], str | None, asyncio.Future[int]]] = []
+        self._queue: list[tuple[list[Job], SessionKey | None, asyncio.Future[int]]] = []
         self._flushing = False
 
-    async def mark(self, jobs: list[Job], release_session: str | None) -> int:
+    async def mark(self, jobs: list[Job], release_session: SessionKey | None) -> int:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._queue.append((jobs, release_session, future))
         if not self._flushing:

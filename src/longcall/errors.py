@@ -11,6 +11,7 @@
     │                                   refused before any SQL, never retried
     ├── JobNotFound                 no job with that id
     ├── AttachConflict              the job is already joined to a different session or call
+    ├── NotRedeliverable            redeliver of a job whose delivery is not orphaned or failed
     ├── ToolArgumentsError          a tool was called with missing or wrongly typed arguments
     ├── SyncInAsyncError            a sync method was called inside a running event loop
     ├── AgentError                  an agent run failed while delivering a response
@@ -84,6 +85,18 @@ class JobNotFound(LongcallError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"no job with id {job_id!r}")
         self.job_id = job_id
+
+
+class NotRedeliverable(LongcallError):
+    """Only an orphaned or failed delivery can be redelivered; this job's is neither."""
+
+    def __init__(self, job_id: str, delivery: str) -> None:
+        super().__init__(
+            f"job {job_id!r} cannot be redelivered: its delivery is {delivery!r}, and only an "
+            "orphaned or failed delivery can be sent again"
+        )
+        self.job_id = job_id
+        self.delivery = delivery
 
 
 class AttachConflict(LongcallError):

@@ -82,6 +82,26 @@ class CallIds:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionKey:
+    """One conversation, as google-adk names it: a session id within an app and a user.
+
+    Several apps (an ``adk api_server`` agents folder) and users may share one database, and
+    the same session id in two of them is two conversations: each has its own lease. ``""``
+    stands for an app or user that is not known.
+    """
+
+    app_name: str
+    user_id: str
+    session_id: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"app_name": self.app_name, "user_id": self.user_id, "session_id": self.session_id}
+
+    def __str__(self) -> str:
+        return f"{self.app_name or '-'}/{self.user_id or '-'}/{self.session_id}"
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
     """A snapshot of one job row."""
 
@@ -122,6 +142,12 @@ class Job:
     def attached(self) -> bool:
         """True once both halves of the join (session and call id) are known."""
         return self.session_id is not None and self.call_id is not None
+
+    @property
+    def session_key(self) -> SessionKey:
+        """The conversation this job answers into (it must have a session id)."""
+        assert self.session_id is not None, f"job {self.job_id} has no session"
+        return SessionKey(self.app_name or "", self.user_id or "", self.session_id)
 
     @property
     def ids(self) -> CallIds:

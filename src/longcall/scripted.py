@@ -197,7 +197,7 @@ class ScriptedAgent:
             self.app.store.append_session_events,
             session_id,
             [(event.invocation_id, event.author, _content(event), final_to)],
-            fence=None if fence is None else (fence.holder, fence.token),
+            fence=None if fence is None else (fence.session, fence.holder, fence.token),
         )
         return seqs[0] is not None
 

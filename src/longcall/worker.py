@@ -7,6 +7,11 @@ waiting its turn. A worker that stops deletes its row.
 The deliverer runs up to ``deliveries`` sessions' deliveries at once (one at a time per
 session), so one slow agent turn does not hold back the others.
 
+A worker serves the ADK apps of the runners it is given, one deliverer per app: several apps
+(an ``adk api_server`` agents folder) can share one database, each app's jobs are delivered
+by its own runner, and a worker leaves the jobs of apps it has no runner for to the workers
+that do.
+
 SIGTERM (or SIGINT) stops claiming, lets each delivery in hand finish its message, gives back
 the claims it has not started on, releases its session leases and returns. A delivery that is
 still running after ``drain_timeout`` is cancelled; its lease runs out and another worker takes
@@ -20,6 +25,7 @@ import contextlib
 import logging
 import signal
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentRunner
@@ -40,12 +46,32 @@ def heartbeat_ttl(sweep_interval: float) -> float:
     return max(30.0, 4 * sweep_interval)
 
 
+def check_runners(runners: Sequence[AgentRunner]) -> list[AgentRunner]:
+    """``runners`` if each serves another app; ValueError naming the app served twice."""
+    seen: set[str] = set()
+    for runner in runners:
+        if runner.app_name in seen:
+            raise ValueError(
+                f"two runners for the app {runner.app_name!r}: a worker delivers each app's "
+                "jobs through one runner"
+            )
+        seen.add(runner.app_name)
+    return list(runners)
+
+
 class Worker:
+    """The worker loops of one process.
+
+    ``runner`` (or ``runners``, one per app) receive the finished jobs of their
+    ``app_name``; without any, the worker still dispatches, sweeps and runs workflows.
+    """
+
     def __init__(
         self,
         app: App,
         runner: AgentRunner | None = None,
         *,
+        runners: Sequence[AgentRunner] = (),
         runs: bool | None = None,
         run_concurrency: int = 8,
         deliveries: int = 16,
@@ -56,12 +82,22 @@ class Worker:
     ) -> None:
         self.app = app
         check_deliveries(deliveries)
+        served = check_runners(([runner] if runner is not None else []) + list(runners))
+        holder = deliverer_options.pop("holder", None)
         # Without an agent there is nothing to resume; the rest still has work to do.
-        self.deliverer = (
-            Deliverer(app, runner, deliveries=deliveries, **deliverer_options)
-            if runner is not None
-            else None
-        )
+        self.deliverers = [
+            Deliverer(
+                app,
+                each,
+                deliveries=deliveries,
+                holder=holder
+                if holder is None or len(served) == 1
+                else f"{holder}/{each.app_name}",
+                **deliverer_options,
+            )
+            for each in served
+        ]
+        self.deliverer = self.deliverers[0] if self.deliverers else None
         if runs is None:
             runs = bool(app.workflows.registry)
         self.runs = app.run_worker(concurrency=run_concurrency) if runs else None
@@ -91,8 +127,8 @@ class Worker:
 
     def stop(self) -> None:
         """Ask :meth:`run` to drain and return (safe from a signal handler in the loop)."""
-        if self.deliverer is not None:
-            self.deliverer.stop_soon()
+        for deliverer in self.deliverers:
+            deliverer.stop_soon()
         if self.stop_event is not None:
             self.stop_event.set()
 
@@ -106,8 +142,10 @@ class Worker:
             asyncio.create_task(self.sweeper.run(stop, each_pass=self.beat), name="sweeper"),
             asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
         ]
-        if self.deliverer is not None:
-            tasks.append(asyncio.create_task(self.deliverer.run(stop), name="deliverer"))
+        for deliverer in self.deliverers:
+            tasks.append(
+                asyncio.create_task(deliverer.run(stop), name=f"deliverer {deliverer.app_name}")
+            )
         if self.runs is not None:
             tasks.append(asyncio.create_task(self.runs.run(stop), name="runs"))
         if self.scheduler is not None:

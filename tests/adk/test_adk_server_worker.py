@@ -246,8 +246,8 @@ def test_every_app_of_the_folder_is_built_like_adk_api_server_builds_it(
         assert isinstance(plugin, LongcallPlugin) and plugin.name == "longcall.adk.LongcallPlugin"
         assert [t.name for t in built.tools] == ["start_report"]
     with longcall.App(url) as app:
-        workers = adk_workers(app, apps)
-        runners = [w.deliverer.runner for w in workers if w.deliverer is not None]
+        [worker] = adk_workers(app, apps)  # one worker, each app's jobs to its own runner
+        runners = [d.runner for d in worker.deliverers]
         assert [r.app_name for r in runners if isinstance(r, AdkAgentRunner)] == [
             "billing",
             "reports",

@@ -82,6 +82,7 @@ def test_ends_and_answers_ask_first_and_look_apart_from_harmless_actions(served:
         "fail": ("action danger", True),
         "cancel": ("action danger", True),
         "extend": ("action", False),
+        "redeliver": ("action", False),
     }
     run_id = submit_refund(served)
     assert forms(served.page(f"/runs/{run_id}").text) == {

@@ -26,13 +26,14 @@ from google.genai import types
 from longcall.adk.runner import RESUMING, to_agent_event
 from longcall.agents import CallObserver
 from longcall.app import App, new_holder_id
+from longcall.jobs import SessionKey
 
 log = logging.getLogger("longcall.adk")
 
 
 @dataclass
 class _Held:
-    session_id: str
+    session: SessionKey
     holder: str
     renewer: asyncio.Task[None] | None = None
     observer: CallObserver | None = None
@@ -78,7 +79,9 @@ class LongcallPlugin(BasePlugin):
 
     async def _take(self, ic: InvocationContext) -> None:
         session = ic.session
-        held = _Held(session.id, "")
+        # ADK's session is the app's and the user's: so is its lease, the one deliveries of
+        # that app's jobs into it take (another app's session of the same id is not it).
+        held = _Held(SessionKey(session.app_name, session.user_id, session.id), "")
         held.observer = CallObserver(
             self.app, app_name=session.app_name, user_id=session.user_id, session_id=session.id
         )
@@ -89,10 +92,12 @@ class LongcallPlugin(BasePlugin):
         holder = new_holder_id("adk-turn")
         waited, delay = 0.0, 0.005
         while not await app.in_thread(
-            app.store.take_session, session.id, holder, kind="turn", ttl=app.session_lease
+            app.store.take_session, held.session, holder, kind="turn", ttl=app.session_lease
         ):
             if waited >= self.wait_limit:
-                log.warning("session %s stayed busy for %.0fs; running anyway", session.id, waited)
+                log.warning(
+                    "session %s stayed busy for %.0fs; running anyway", held.session, waited
+                )
                 return
             await asyncio.sleep(delay)
             waited += delay
@@ -135,11 +140,11 @@ class LongcallPlugin(BasePlugin):
                     return
             try:
                 if not await app.in_thread(
-                    app.store.renew_session, held.session_id, held.holder, ttl=app.session_lease
+                    app.store.renew_session, held.session, held.holder, ttl=app.session_lease
                 ):
-                    log.error("a user turn on session %s outlived its lease", held.session_id)
+                    log.error("a user turn on session %s outlived its lease", held.session)
             except Exception:
-                log.exception("could not renew the lease on session %s", held.session_id)
+                log.exception("could not renew the lease on session %s", held.session)
 
     async def on_event_callback(
         self, *, invocation_context: InvocationContext, event: Event
@@ -172,6 +177,6 @@ class LongcallPlugin(BasePlugin):
 
     async def _give_back(self, held: _Held) -> None:
         try:
-            await self.app.in_thread(self.app.store.release_session, held.session_id, held.holder)
+            await self.app.in_thread(self.app.store.release_session, held.session, held.holder)
         except Exception:
-            log.exception("longcall could not release session %s", held.session_id)
+            log.exception("longcall could not release session %s", held.session)

@@ -15,7 +15,6 @@ written against when they move.
 from __future__ import annotations
 
 import importlib
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from longcall.worker import Worker
 
 WRITTEN_FOR = "google-adk 2.13"
-log = logging.getLogger("longcall.adk")
 
 
 def _adk_cli() -> SimpleNamespace:
@@ -95,28 +93,14 @@ _SQLALCHEMY_DIALECTS = {"sqlite", "postgresql", "mysql", "mariadb", "oracle", "m
 
 
 def adk_workers(app: App, server_apps: list[ServerApp], **options: Any) -> list[Worker]:
-    """The workers resuming ``server_apps``' calls, one per app for now, each with that app's
-    runner; only the first also runs background runs and schedules.
-
-    The one place that decides how several apps share a process: once claims are scoped by
-    ADK app, this becomes one Worker given every app's runner."""
+    """The worker resuming ``server_apps``' calls: one Worker given every app's runner, so
+    each app's jobs are claimed under that app's sessions and go to its own runner."""
     for server_app in server_apps:
         for tool in server_app.tools:
             # The dispatcher re-runs a submission whose process died, and calls on_cancel
             # hooks, by tool name: the agents' tools must be known to the worker's App.
             app.tools.setdefault(tool.name, tool.job_tool)
-    if len(server_apps) > 1:
-        # Until claims are scoped by app, a worker may claim another app's job, find no such
-        # session under its own app name, and orphan the call.
-        log.warning(
-            "serving %d ADK apps with one worker each: each may claim the others' jobs until "
-            "claims are scoped by ADK app",
-            len(server_apps),
-        )
-    return [
-        app.worker(AdkAgentRunner(s.runner), runs=False if i else None, **options)
-        for i, s in enumerate(server_apps)
-    ]
+    return [app.worker(runners=[AdkAgentRunner(s.runner) for s in server_apps], **options)]
 
 
 def build_server_apps(

@@ -1,7 +1,8 @@
 """The dashboard's jobs: the list at ``/``, searched in the store and filtered by state, and
 one job's page at ``/jobs/{job_id}`` with its fields, the background run doing its work, its
 transcript, its event log (with when it was created, attached and delivered) and the buttons
-that progress, complete, fail, cancel or extend it; fail and cancel ask first."""
+that progress, complete, fail, cancel or extend it; fail and cancel ask first. A job whose
+delivery was orphaned or given up has a button that delivers it again."""
 
 from __future__ import annotations
 
@@ -99,6 +100,9 @@ ACTIONS = (
         (Field("deadline", "New deadline from now (45m, 2h, or seconds)", "text", "30m"),),
     ),
 )
+# Not among ACTIONS: it serves a finished job whose answer never reached its session.
+REDELIVER = Action("redeliver", "Deliver again", ())
+REDELIVERABLE = ("orphaned", "failed")
 JOB_FIELDS = (
     ("jobId", "Job id"),
     ("toolName", "Tool"),
@@ -285,6 +289,11 @@ async def job_page(request: Request, app: App, who: Principal) -> Response:
 <p class="note" id="finished"{" hidden" if started else ""}>
 The job is {field_text("state", data["state"])}; these change only a started job.</p>
 <fieldset id="actions"{"" if started else " disabled"}>{forms}</fieldset>
+<section><h3>{escape(REDELIVER.button)}</h3>
+<p class="note">An orphaned or failed delivery (see the last delivery error) is sent again
+once its cause is fixed, with fresh attempts.</p>
+<fieldset id="redeliver"{"" if data["delivery"] in REDELIVERABLE else " disabled"}>
+{action_form(REDELIVER, api_url(request, path))}</fieldset></section>
 {TOKEN_NOTE}
 </section></div>
 <h2>Transcript</h2><ol class="transcript" id="transcript"><li class="note">Loading…</li></ol>

@@ -22,7 +22,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.app import App
-from longcall.errors import AttachConflict, JobNotFound, StoreError, WebhookError
+from longcall.errors import (
+    AttachConflict,
+    JobNotFound,
+    NotRedeliverable,
+    StoreError,
+    WebhookError,
+)
 from longcall.jobs import CallIds, FinishOutcome, Job, JobState, job_id_for, parse_duration
 from longcall.server.auth import Principal, authenticate
 from longcall.server.checks import bounded, nul_in_body
@@ -128,6 +134,18 @@ class Attach(_Body):
     session_id: Annotated[str | None, bounded("session_id", alias="sessionId")] = None
     call_id: Annotated[str | None, bounded("call_id", alias="callId")] = None
     invocation_id: Annotated[str | None, bounded("invocation_id", alias="invocationId")] = None
+
+
+class Redeliver(_Body):
+    app_name: Annotated[
+        str | None,
+        bounded(
+            "app_name",
+            alias="appName",
+            description="deliver into this ADK app's session from now on (it went to the "
+            "wrong app); default: the job's own app",
+        ),
+    ] = None
 
 
 class Extend(_Body):
@@ -347,6 +365,18 @@ async def extend(request: Request, app: App, who: Principal) -> Response:
     return JSONResponse({"changed": extended is not None, "job": job_json(extended or job)})
 
 
+async def redeliver(request: Request, app: App, who: Principal) -> Response:
+    job = await visible_job(app, who, request.path_params["job_id"])
+    body = await body_of(request, Redeliver)
+    if isinstance(body, Response):
+        return body
+    try:
+        again = await app.redeliver_async(job.job_id, app_name=body.app_name)
+    except NotRedeliverable as exc:
+        return error(409, "not_redeliverable", str(exc))
+    return JSONResponse({"changed": True, "job": job_json(again)})
+
+
 ROUTES = [
     Route("/v1/jobs", authorized(list_jobs), methods=["GET"]),
     Route("/v1/jobs", authorized(create_job), methods=["POST"]),
@@ -356,5 +386,6 @@ ROUTES = [
     Route("/v1/jobs/{job_id:path}/progress", authorized(progress), methods=["POST"]),
     Route("/v1/jobs/{job_id:path}/attach", authorized(attach), methods=["POST"]),
     Route("/v1/jobs/{job_id:path}/extend", authorized(extend), methods=["POST"]),
+    Route("/v1/jobs/{job_id:path}/redeliver", authorized(redeliver), methods=["POST"]),
     Route("/v1/jobs/{job_id:path}", authorized(get_job), methods=["GET"]),
 ]

@@ -125,7 +125,7 @@ async def serve(
         header_timeout=header_timeout,
         body_timeout=body_timeout,
     )
-    options = {"deliveries": deliveries} if agent is not None else {}
+    options: dict[str, Any] = {"deliveries": deliveries} if agent is not None else {}
     loops = app.worker(agent, **options) if worker and worker_duties(app, agent) else None
     if loops is not None:
         # The API wakes this process's scheduler when a schedule changes.

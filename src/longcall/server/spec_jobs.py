@@ -201,6 +201,12 @@ def paths() -> dict[str, Any]:
             "Attach the job to its agent session and call.", jobs.Attach, 409
         ),
         "/v1/jobs/{jobId}/extend": _action("Set a new deadline, from now.", jobs.Extend),
+        "/v1/jobs/{jobId}/redeliver": _action(
+            "Deliver an orphaned or failed job's response again, once its cause is fixed "
+            "(attempts reset; the error stays in the event log). Any other delivery: 409.",
+            jobs.Redeliver,
+            409,
+        ),
         "/v1/events": {
             "get": {
                 "summary": "A stream of every change to a job the caller may see.",

@@ -14,7 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from longcall.errors import AttachConflict, JobNotFound, SchemaError, StoreError
+from longcall.errors import (
+    AttachConflict,
+    JobNotFound,
+    NotRedeliverable,
+    SchemaError,
+    StoreError,
+)
 from longcall.jobs import (
     CallIds,
     Delivery,
@@ -22,6 +28,7 @@ from longcall.jobs import (
     Job,
     JobEvent,
     JobState,
+    SessionKey,
     expired_result,
     plan_attach,
 )
@@ -673,52 +680,76 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             self._after_ready()
         return expired
 
-    def claim(self, holder: str, *, limit: int, lease: float) -> list[Job]:
+    def claim(
+        self, holder: str, *, limit: int, lease: float, app_name: str | None = None
+    ) -> list[Job]:
         """Atomically take ready jobs with their sessions' leases.
+
+        With ``app_name`` only that app's jobs are taken, and those that name no app (created
+        over HTTP without one, or before schema 12): a claim gives such a job to ``app_name``
+        for good, so it is delivered into that app's session and leased as such. Without
+        ``app_name`` every app's jobs are taken, each as its own (a job of no app as one of
+        the app ``""``): for a database that serves one agent.
 
         The sessions are those of the first ``limit`` ready jobs whose session is free; every
         ready job of each is taken, so the limit never splits the calls of one invocation.
 
-        A job is taken only together with its session's lease, so a resume never starts
-        while a user turn (or another resume) runs on that session. Both leases run out
-        after ``lease`` seconds unless renewed; a crashed holder's jobs go back to the queue.
+        A job is taken only together with its session's lease (its app's, user's and session
+        id's), so a resume never starts while a user turn (or another resume) runs on that
+        session. Both leases run out after ``lease`` seconds unless renewed; a crashed
+        holder's jobs go back to the queue.
         """
         now = self._now()
 
+        def key_of(row: Row) -> SessionKey:
+            return SessionKey(
+                row["app_name"] or app_name or "", row["user_id"] or "", row["session_id"]
+            )
+
         def work(tx: Tx) -> list[Job]:
-            rows = tx.all("claim_candidates", now=now, limit=limit)
+            if app_name is None:
+                rows = tx.all("claim_candidates", now=now, limit=limit)
+            else:
+                rows = tx.all("claim_candidates_for_app", app_name=app_name, now=now, limit=limit)
             # Leases in a fixed order: two claimers wanting the same sessions queue instead
             # of deadlocking on each other's lease rows.
-            fences: dict[str, int] = {}
-            for session_id in sorted({row["session_id"] for row in rows}):
+            keys = list(dict.fromkeys(key_of(row) for row in rows))
+            fences: dict[SessionKey, int] = {}
+            for key in sorted(keys, key=lambda k: (k.app_name, k.user_id, k.session_id)):
                 lease_row = tx.one(
                     "take_session_lease",
-                    session_id=session_id,
+                    **key.as_dict(),
                     holder=holder,
                     kind="resume",
                     ttl=lease,
                     now=now,
                 )
                 if lease_row is not None:
-                    fences[session_id] = lease_row["fence"]
+                    fences[key] = lease_row["fence"]
             # With its session in hand, take every ready job of it, not only those within
             # the limit, so the calls of one invocation go out as one message. When the
             # limit cut nothing off, the candidates are all there is.
             truncated = len(rows) >= limit
             claimed = []
-            for session_id in dict.fromkeys(row["session_id"] for row in rows):
-                if session_id not in fences:
+            for key in keys:
+                if key not in fences:
                     continue
                 if truncated:
-                    ready = tx.all("session_ready_jobs", session_id=session_id, now=now)
+                    ready = tx.all(
+                        "session_ready_jobs",
+                        **key.as_dict(),
+                        unscoped=app_name is not None or key.app_name == "",
+                        now=now,
+                    )
                 else:
-                    ready = [row for row in rows if row["session_id"] == session_id]
+                    ready = [row for row in rows if key_of(row) == key]
                 for row in ready:
                     got = tx.one(
                         "claim_job",
                         job_id=row["job_id"],
                         holder=holder,
-                        fence=fences[session_id],
+                        fence=fences[key],
+                        app_name=app_name,
                         lease=lease,
                         now=now,
                     )
@@ -741,21 +772,21 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         def work(tx: Tx) -> bool:
             # The jobs of one session were claimed together, under one fence; a session
             # whose lease is lost keeps its jobs' claims as they are, to run out.
-            fences = {j.session_id: j.claim_fence for j in jobs if j.session_id}
+            fences = {j.session_key: j.claim_fence for j in jobs if j.session_id}
             kept = {
-                session_id
-                for session_id in sorted(fences)
+                key
+                for key in sorted(fences, key=lambda k: (k.app_name, k.user_id, k.session_id))
                 if tx.run(
                     "renew_fenced_session_lease",
-                    session_id=session_id,
+                    **key.as_dict(),
                     holder=holder,
-                    fence=fences[session_id],
+                    fence=fences[key],
                     ttl=lease,
                     now=now,
                 )
             }
             for job in jobs:
-                if job.session_id in kept:
+                if job.session_id and job.session_key in kept:
                     tx.run(
                         "renew_job_claim",
                         job_id=job.job_id,
@@ -784,7 +815,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         holder: str,
         *,
         throttle: float,
-        release_session: str | None = None,
+        release_session: SessionKey | None = None,
     ) -> int:
         """:meth:`mark_delivered` for the jobs of one message, in one commit.
 
@@ -795,7 +826,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
     def mark_delivered_batch(
         self,
-        groups: Sequence[tuple[Sequence[Job], str | None]],
+        groups: Sequence[tuple[Sequence[Job], SessionKey | None]],
         holder: str,
         *,
         throttle: float,
@@ -831,7 +862,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                         )
                 counts.append(marked)
                 if release_session is not None and tx.run(
-                    "release_session_lease", session_id=release_session, holder=holder
+                    "release_session_lease", **release_session.as_dict(), holder=holder
                 ):
                     released = True
             if released:
@@ -872,6 +903,35 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             return changed > 0
 
         return self._transact(work)
+
+    def redeliver(self, job_id: str, *, app_name: str | None = None) -> Job:
+        """Make an orphaned (or given-up) delivery ready again, once its cause is fixed.
+
+        The job goes back to delivery ``ready`` with its attempts reset; the error that
+        stopped it moves to the job's log as a ``redelivered`` event. With ``app_name`` the
+        job is delivered into that app's session from now on (it went to the wrong one).
+        Any other delivery state is refused with :class:`NotRedeliverable`, changing nothing;
+        :class:`JobNotFound` for an unknown id.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> Job:
+            before = tx.one("get_job_for_update", job_id=job_id)
+            if before is None:
+                raise JobNotFound(job_id)
+            row = tx.one("redeliver_job", job_id=job_id, app_name=app_name, now=now)
+            if row is None:
+                raise NotRedeliverable(job_id, before["delivery"])
+            data = {"delivery": before["delivery"], "error": before["last_error"]}
+            if app_name is not None and app_name != before["app_name"]:
+                data["appName"] = app_name
+            self._event(tx, job_id, "redelivered", data, now)
+            self._ready(tx)
+            return job_from_row(row)
+
+        job = self._transact(work)
+        self._after_ready()
+        return job
 
     def get_job(self, job_id: str) -> Job:
         row = self._transact(lambda tx: tx.one("get_job", job_id=job_id), write=False)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from longcall.errors import FenceLost, StoreError
+from longcall.jobs import SessionKey
 from longcall.store.core import StoreCore, Tx, dumps, loads
 
 
@@ -25,16 +26,18 @@ class SessionEvent:
 class SessionOps(StoreCore):
     """Session leases and scripted-agent sessions; part of :class:`~longcall.store.Store`."""
 
-    def take_session(self, session_id: str, holder: str, *, kind: str, ttl: float) -> bool:
+    def take_session(self, session: SessionKey, holder: str, *, kind: str, ttl: float) -> bool:
         """Take (or renew) the session's lease unless a live one is held by someone else.
 
         Either raises the session's fence, so a delivery under an earlier take is fenced off.
+        The lease is that of ``session`` alone: the same session id in another app, or of
+        another user, is another conversation with a lease of its own.
         """
         now = self._now()
         row = self._transact(
             lambda tx: tx.one(
                 "take_session_lease",
-                session_id=session_id,
+                **session.as_dict(),
                 holder=holder,
                 kind=kind,
                 ttl=ttl,
@@ -43,31 +46,31 @@ class SessionOps(StoreCore):
         )
         return row is not None
 
-    def renew_session(self, session_id: str, holder: str, *, ttl: float) -> bool:
+    def renew_session(self, session: SessionKey, holder: str, *, ttl: float) -> bool:
         """Extend a lease ``holder`` still holds; False when it was lost to someone else."""
         now = self._now()
         changed = self._transact(
             lambda tx: tx.run(
-                "renew_session_lease", session_id=session_id, holder=holder, ttl=ttl, now=now
+                "renew_session_lease", **session.as_dict(), holder=holder, ttl=ttl, now=now
             )
         )
         return changed > 0
 
-    def holds_session(self, session_id: str, holder: str, fence: int) -> bool:
+    def holds_session(self, session: SessionKey, holder: str, fence: int) -> bool:
         """Whether ``holder`` still holds the session under ``fence``: nobody took the lease
         since, and it has not run out."""
         now = self._now()
         row = self._transact(
             lambda tx: tx.one(
-                "session_fence_held", session_id=session_id, holder=holder, fence=fence, now=now
+                "session_fence_held", **session.as_dict(), holder=holder, fence=fence, now=now
             ),
             write=False,
         )
         return row is not None
 
-    def release_session(self, session_id: str, holder: str) -> None:
+    def release_session(self, session: SessionKey, holder: str) -> None:
         def work(tx: Tx) -> None:
-            if tx.run("release_session_lease", session_id=session_id, holder=holder):
+            if tx.run("release_session_lease", **session.as_dict(), holder=holder):
                 self._ready(tx)
 
         self._transact(work)
@@ -93,25 +96,26 @@ class SessionOps(StoreCore):
         session_id: str,
         events: Iterable[tuple[str, str, dict[str, Any], str | None]],
         *,
-        fence: tuple[str, int] | None = None,
+        fence: tuple[SessionKey, str, int] | None = None,
     ) -> list[int | None]:
         """Append (invocation_id, author, content, final_response_to) events in one commit.
 
         An event that closes a call (``final_response_to`` set) is appended at most once per
         session and call: a repeat is skipped and gets None instead of a sequence number.
-        With ``fence`` (holder, token) nothing is appended unless that holder still holds the
-        session under that token, checked in the same transaction: :class:`FenceLost`.
+        With ``fence`` (the session's key, holder, token) nothing is appended unless that
+        holder still holds the session under that token, checked in the same transaction:
+        :class:`FenceLost`.
         """
         now = self._now()
         events = list(events)
 
         def work(tx: Tx) -> list[int | None]:
             if fence is not None:
-                holder, token = fence
+                key, holder, token = fence
                 if (
                     tx.one(
                         "session_fence_held",
-                        session_id=session_id,
+                        **key.as_dict(),
                         holder=holder,
                         fence=token,
                         now=now,

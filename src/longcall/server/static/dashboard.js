@@ -334,6 +334,8 @@ function jobPage() {
     }
     document.getElementById('actions').disabled = job.state !== 'started';
     document.getElementById('finished').hidden = job.state === 'started';
+    // Only an answer that never reached its session can be sent again.
+    document.getElementById('redeliver').disabled = !['orphaned', 'failed'].includes(job.delivery);
     if (!attachedBefore && job.sessionId && job.callId) {
       milestone('attached', job.updatedAt, `to session ${job.sessionId}, call ${job.callId}`);
     }
@@ -411,7 +413,8 @@ function jobPage() {
         const answer = await api(`${path}/${verb}`, body);
         show(answer.job);
         const state = answer.job.state;
-        say(answer.changed ? `Done; the job is ${state}.` : `Nothing changed; the job is ${state}.`);
+        if (verb === 'redeliver') say(`Done; its delivery is ${answer.job.delivery}.`);
+        else say(answer.changed ? `Done; the job is ${state}.` : `Nothing changed; the job is ${state}.`);
       } catch (error) {
         say(error.message, true);
       } finally {

@@ -137,25 +137,46 @@ SELECT * FROM lc_job_events WHERE job_id = %(job_id)s AND seq > %(after)s ORDER 
 
 -- name: claim_candidates
 -- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
--- Ready jobs whose session nobody is running right now, oldest first.
+-- Ready jobs of every app whose session nobody is running right now, oldest first.
 SELECT j.* FROM lc_jobs j
 WHERE j.delivery = 'ready' AND j.available_at <= lc_now(%(now)s)
   AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
-                  WHERE l.session_id = j.session_id AND l.expires_at > lc_now(%(now)s))
+                  WHERE l.app_name = COALESCE(j.app_name, '') AND l.user_id = COALESCE(j.user_id, '')
+                    AND l.session_id = j.session_id AND l.expires_at > lc_now(%(now)s))
+ORDER BY j.available_at, j.job_id
+LIMIT {limit}
+FOR UPDATE OF j SKIP LOCKED;
+
+-- name: claim_candidates_for_app
+-- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
+-- One app's ready jobs, and those of no app (which the claim gives to it), whose
+-- session nobody is running right now, oldest first.
+SELECT j.* FROM lc_jobs j
+WHERE j.delivery = 'ready' AND j.available_at <= lc_now(%(now)s)
+  AND (j.app_name = %(app_name)s OR j.app_name IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
+                  WHERE l.app_name = COALESCE(j.app_name, %(app_name)s::text) AND l.user_id = COALESCE(j.user_id, '')
+                    AND l.session_id = j.session_id AND l.expires_at > lc_now(%(now)s))
 ORDER BY j.available_at, j.job_id
 LIMIT {limit}
 FOR UPDATE OF j SKIP LOCKED;
 
 -- name: session_ready_jobs
--- The rest of a session's ready jobs, once its lease is held. (Ready jobs always have a
--- call id; saying so lets the (session_id, call_id) index serve the lookup.)
+-- The rest of a session's ready jobs, once its lease is held; with ``unscoped``, those of no
+-- app too. (Ready jobs always have a call id; saying so lets the (session_id, call_id) index
+-- serve the lookup.)
 SELECT * FROM lc_jobs
-WHERE call_id IS NOT NULL AND session_id = %(session_id)s AND delivery = 'ready' AND available_at <= lc_now(%(now)s)
+WHERE call_id IS NOT NULL AND session_id = %(session_id)s
+  AND COALESCE(user_id, '') = %(user_id)s
+  AND (app_name = %(app_name)s OR (app_name IS NULL AND %(unscoped)s::boolean))
+  AND delivery = 'ready' AND available_at <= lc_now(%(now)s)
 ORDER BY available_at, job_id
 FOR UPDATE SKIP LOCKED;
 
 -- name: claim_job
+-- A job of no app becomes the claiming app's: its lease is that app's session's.
 UPDATE lc_jobs SET claim_holder = %(holder)s, claim_fence = %(fence)s,
+                   app_name = COALESCE(app_name, %(app_name)s::text),
                    available_at = lc_now(%(now)s) + %(lease)s, attempts = attempts + 1,
                    updated_at = lc_now(%(now)s)
 WHERE job_id = %(job_id)s AND delivery = 'ready'
@@ -176,7 +197,9 @@ UPDATE lc_jobs SET delivery = 'delivered', delivered_at = lc_now(%(now)s), claim
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
   AND delivery = 'ready' AND state <> 'started'
-  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+  AND EXISTS (SELECT 1 FROM lc_session_leases l
+              WHERE l.app_name = COALESCE(lc_jobs.app_name, '')
+              AND l.user_id = COALESCE(lc_jobs.user_id, '') AND l.session_id = lc_jobs.session_id
               AND l.holder = %(holder)s AND l.fence = %(fence)s);
 
 -- name: mark_progress_delivered
@@ -193,7 +216,9 @@ UPDATE lc_jobs SET
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
   AND delivery = 'ready'
-  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+  AND EXISTS (SELECT 1 FROM lc_session_leases l
+              WHERE l.app_name = COALESCE(lc_jobs.app_name, '')
+              AND l.user_id = COALESCE(lc_jobs.user_id, '') AND l.session_id = lc_jobs.session_id
               AND l.holder = %(holder)s AND l.fence = %(fence)s);
 
 -- name: release_job
@@ -203,8 +228,19 @@ UPDATE lc_jobs SET claim_holder = NULL, last_error = %(error)s, delivery = %(del
 WHERE job_id = %(job_id)s AND claim_holder = %(holder)s
   AND claim_fence IS NOT DISTINCT FROM %(fence)s::bigint
   AND delivery = 'ready'
-  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+  AND EXISTS (SELECT 1 FROM lc_session_leases l
+              WHERE l.app_name = COALESCE(lc_jobs.app_name, '')
+              AND l.user_id = COALESCE(lc_jobs.user_id, '') AND l.session_id = lc_jobs.session_id
               AND l.holder = %(holder)s AND l.fence = %(fence)s);
+
+-- name: redeliver_job
+-- An orphaned or given-up delivery, once its cause is fixed: ready again with fresh attempts,
+-- optionally for another app.
+UPDATE lc_jobs SET delivery = 'ready', available_at = lc_now(%(now)s), attempts = 0, claim_holder = NULL,
+                   last_error = NULL, app_name = COALESCE(%(app_name)s::text, app_name),
+                   updated_at = lc_now(%(now)s)
+WHERE job_id = %(job_id)s AND delivery IN ('orphaned', 'failed')
+RETURNING *;
 
 -- name: overdue_jobs
 -- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
@@ -235,9 +271,9 @@ SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
 -- name: take_session_lease
 -- Every take raises the session's fence, a renewal by the same holder too: a delivery still
 -- running under the lease's earlier take is fenced off from the new one.
-INSERT INTO lc_session_leases (session_id, holder, kind, expires_at, fence)
-VALUES (%(session_id)s, %(holder)s, %(kind)s, lc_now(%(now)s) + %(ttl)s, 1)
-ON CONFLICT (session_id) DO UPDATE SET
+INSERT INTO lc_session_leases (app_name, user_id, session_id, holder, kind, expires_at, fence)
+VALUES (%(app_name)s, %(user_id)s, %(session_id)s, %(holder)s, %(kind)s, lc_now(%(now)s) + %(ttl)s, 1)
+ON CONFLICT (app_name, user_id, session_id) DO UPDATE SET
     holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at,
     fence = lc_session_leases.fence + 1
 WHERE lc_session_leases.expires_at <= lc_now(%(now)s) OR lc_session_leases.holder = excluded.holder
@@ -246,22 +282,26 @@ RETURNING holder, fence;
 -- name: renew_session_lease
 -- A user turn's lease: its holder is its own, so the holder alone must match.
 UPDATE lc_session_leases SET expires_at = lc_now(%(now)s) + %(ttl)s
-WHERE session_id = %(session_id)s AND holder = %(holder)s;
+WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s
+  AND holder = %(holder)s;
 
 -- name: renew_fenced_session_lease
 -- A delivery's lease: only under the fence it was claimed with.
 UPDATE lc_session_leases SET expires_at = lc_now(%(now)s) + %(ttl)s
-WHERE session_id = %(session_id)s AND holder = %(holder)s AND fence = %(fence)s;
+WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s
+  AND holder = %(holder)s AND fence = %(fence)s;
 
 -- name: release_session_lease
 -- The row stays (emptied and expired) so that the session's fence keeps rising.
 UPDATE lc_session_leases SET holder = '', expires_at = 0
-WHERE session_id = %(session_id)s AND holder = %(holder)s;
+WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s
+  AND holder = %(holder)s;
 
 -- name: session_fence_held
 -- Whether a fenced holder still holds the session: nobody took it since, and it has not run out.
 SELECT 1 AS held FROM lc_session_leases
-WHERE session_id = %(session_id)s AND holder = %(holder)s AND fence = %(fence)s
+WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s
+  AND holder = %(holder)s AND fence = %(fence)s
   AND expires_at > lc_now(%(now)s);
 
 -- name: insert_outbox

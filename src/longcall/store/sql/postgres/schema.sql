@@ -77,12 +77,16 @@ CREATE TABLE lc_outbox (
 CREATE INDEX lc_outbox_available ON lc_outbox (available_at);
 
 -- Whoever runs the agent on a session holds its lease: user turns and resumes alike.
+-- A session is ADK's (app, user, session id): several apps may share the database.
 CREATE TABLE lc_session_leases (
-    session_id  TEXT PRIMARY KEY,
+    session_id  TEXT NOT NULL,
     holder      TEXT NOT NULL,
     kind        TEXT NOT NULL,
     expires_at  DOUBLE PRECISION NOT NULL,
-    fence       BIGINT NOT NULL DEFAULT 0  -- schema 10: raised by every take
+    fence       BIGINT NOT NULL DEFAULT 0,  -- schema 10: raised by every take
+    app_name    TEXT NOT NULL DEFAULT '',   -- schema 12: '' for none
+    user_id     TEXT NOT NULL DEFAULT '',   -- schema 12: '' for none
+    PRIMARY KEY (app_name, user_id, session_id)
 );
 
 CREATE TABLE lc_sessions (

@@ -133,23 +133,42 @@ VALUES (:job_id, :seq, :kind, :data, :now);
 SELECT * FROM lc_job_events WHERE job_id = :job_id AND seq > :after ORDER BY seq;
 
 -- name: claim_candidates
--- Ready jobs whose session nobody is running right now, oldest first.
+-- Ready jobs of every app whose session nobody is running right now, oldest first.
 SELECT j.* FROM lc_jobs j
 WHERE j.delivery = 'ready' AND j.available_at <= :now
   AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
-                  WHERE l.session_id = j.session_id AND l.expires_at > :now)
+                  WHERE l.app_name = COALESCE(j.app_name, '') AND l.user_id = COALESCE(j.user_id, '')
+                    AND l.session_id = j.session_id AND l.expires_at > :now)
+ORDER BY j.available_at, j.job_id
+LIMIT :limit;
+
+-- name: claim_candidates_for_app
+-- One app's ready jobs, and those of no app (which the claim gives to it), whose
+-- session nobody is running right now, oldest first.
+SELECT j.* FROM lc_jobs j
+WHERE j.delivery = 'ready' AND j.available_at <= :now
+  AND (j.app_name = :app_name OR j.app_name IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM lc_session_leases l
+                  WHERE l.app_name = COALESCE(j.app_name, :app_name) AND l.user_id = COALESCE(j.user_id, '')
+                    AND l.session_id = j.session_id AND l.expires_at > :now)
 ORDER BY j.available_at, j.job_id
 LIMIT :limit;
 
 -- name: session_ready_jobs
--- The rest of a session's ready jobs, once its lease is held. (Ready jobs always have a
--- call id; saying so lets the (session_id, call_id) index serve the lookup.)
+-- The rest of a session's ready jobs, once its lease is held; with ``unscoped``, those of no
+-- app too. (Ready jobs always have a call id; saying so lets the (session_id, call_id) index
+-- serve the lookup.)
 SELECT * FROM lc_jobs
-WHERE call_id IS NOT NULL AND session_id = :session_id AND delivery = 'ready' AND available_at <= :now
+WHERE call_id IS NOT NULL AND session_id = :session_id
+  AND COALESCE(user_id, '') = :user_id
+  AND (app_name = :app_name OR (app_name IS NULL AND :unscoped))
+  AND delivery = 'ready' AND available_at <= :now
 ORDER BY available_at, job_id;
 
 -- name: claim_job
+-- A job of no app becomes the claiming app's: its lease is that app's session's.
 UPDATE lc_jobs SET claim_holder = :holder, claim_fence = :fence,
+                   app_name = COALESCE(app_name, :app_name),
                    available_at = :now + :lease, attempts = attempts + 1, updated_at = :now
 WHERE job_id = :job_id AND delivery = 'ready'
 RETURNING *;
@@ -167,7 +186,9 @@ UPDATE lc_jobs SET delivery = 'delivered', delivered_at = :now, claim_holder = N
                    available_at = NULL, attempts = 0, last_error = NULL, updated_at = :now
 WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
   AND delivery = 'ready' AND state <> 'started'
-  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+  AND EXISTS (SELECT 1 FROM lc_session_leases l
+              WHERE l.app_name = COALESCE(lc_jobs.app_name, '')
+              AND l.user_id = COALESCE(lc_jobs.user_id, '') AND l.session_id = lc_jobs.session_id
               AND l.holder = :holder AND l.fence = :fence);
 
 -- name: mark_progress_delivered
@@ -183,7 +204,9 @@ UPDATE lc_jobs SET
     updated_at = :now
 WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
   AND delivery = 'ready'
-  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+  AND EXISTS (SELECT 1 FROM lc_session_leases l
+              WHERE l.app_name = COALESCE(lc_jobs.app_name, '')
+              AND l.user_id = COALESCE(lc_jobs.user_id, '') AND l.session_id = lc_jobs.session_id
               AND l.holder = :holder AND l.fence = :fence);
 
 -- name: release_job
@@ -192,8 +215,19 @@ UPDATE lc_jobs SET claim_holder = NULL, last_error = :error, delivery = :deliver
                    available_at = :now + :delay, updated_at = :now
 WHERE job_id = :job_id AND claim_holder = :holder AND claim_fence IS :fence
   AND delivery = 'ready'
-  AND EXISTS (SELECT 1 FROM lc_session_leases l WHERE l.session_id = lc_jobs.session_id
+  AND EXISTS (SELECT 1 FROM lc_session_leases l
+              WHERE l.app_name = COALESCE(lc_jobs.app_name, '')
+              AND l.user_id = COALESCE(lc_jobs.user_id, '') AND l.session_id = lc_jobs.session_id
               AND l.holder = :holder AND l.fence = :fence);
+
+-- name: redeliver_job
+-- An orphaned or given-up delivery, once its cause is fixed: ready again with fresh attempts,
+-- optionally for another app.
+UPDATE lc_jobs SET delivery = 'ready', available_at = :now, attempts = 0, claim_holder = NULL,
+                   last_error = NULL, app_name = COALESCE(:app_name, app_name),
+                   updated_at = :now
+WHERE job_id = :job_id AND delivery IN ('orphaned', 'failed')
+RETURNING *;
 
 -- name: overdue_jobs
 SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= :now
@@ -222,9 +256,9 @@ SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
 -- name: take_session_lease
 -- Every take raises the session's fence, a renewal by the same holder too: a delivery still
 -- running under the lease's earlier take is fenced off from the new one.
-INSERT INTO lc_session_leases (session_id, holder, kind, expires_at, fence)
-VALUES (:session_id, :holder, :kind, :now + :ttl, 1)
-ON CONFLICT (session_id) DO UPDATE SET
+INSERT INTO lc_session_leases (app_name, user_id, session_id, holder, kind, expires_at, fence)
+VALUES (:app_name, :user_id, :session_id, :holder, :kind, :now + :ttl, 1)
+ON CONFLICT (app_name, user_id, session_id) DO UPDATE SET
     holder = excluded.holder, kind = excluded.kind, expires_at = excluded.expires_at,
     fence = lc_session_leases.fence + 1
 WHERE lc_session_leases.expires_at <= :now OR lc_session_leases.holder = excluded.holder
@@ -233,22 +267,26 @@ RETURNING holder, fence;
 -- name: renew_session_lease
 -- A user turn's lease: its holder is its own, so the holder alone must match.
 UPDATE lc_session_leases SET expires_at = :now + :ttl
-WHERE session_id = :session_id AND holder = :holder;
+WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+  AND holder = :holder;
 
 -- name: renew_fenced_session_lease
 -- A delivery's lease: only under the fence it was claimed with.
 UPDATE lc_session_leases SET expires_at = :now + :ttl
-WHERE session_id = :session_id AND holder = :holder AND fence = :fence;
+WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+  AND holder = :holder AND fence = :fence;
 
 -- name: release_session_lease
 -- The row stays (emptied and expired) so that the session's fence keeps rising.
 UPDATE lc_session_leases SET holder = '', expires_at = 0
-WHERE session_id = :session_id AND holder = :holder;
+WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+  AND holder = :holder;
 
 -- name: session_fence_held
 -- Whether a fenced holder still holds the session: nobody took it since, and it has not run out.
 SELECT 1 AS held FROM lc_session_leases
-WHERE session_id = :session_id AND holder = :holder AND fence = :fence
+WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+  AND holder = :holder AND fence = :fence
   AND expires_at > :now;
 
 -- name: insert_outbox

@@ -70,12 +70,16 @@ CREATE TABLE lc_outbox (
 CREATE INDEX lc_outbox_available ON lc_outbox (available_at);
 
 -- Whoever runs the agent on a session holds its lease: user turns and resumes alike.
+-- A session is ADK's (app, user, session id): several apps may share the database.
 CREATE TABLE lc_session_leases (
-    session_id  TEXT PRIMARY KEY,
+    app_name    TEXT NOT NULL DEFAULT '',
+    user_id     TEXT NOT NULL DEFAULT '',
+    session_id  TEXT NOT NULL,
     holder      TEXT NOT NULL,
     kind        TEXT NOT NULL,
     expires_at  REAL NOT NULL,
-    fence       INTEGER NOT NULL DEFAULT 0  -- schema 10: raised by every take
+    fence       INTEGER NOT NULL DEFAULT 0,  -- schema 10: raised by every take
+    PRIMARY KEY (app_name, user_id, session_id)
 );
 
 CREATE TABLE lc_sessions (
