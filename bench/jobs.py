@@ -197,7 +197,7 @@ def raw_lifecycle(
 
                     def dispatched(ex: Any, job_id: str = job_id) -> None:
                         ex("delete_outbox", job_id=job_id, kind="dispatch")
-                        ex("set_pending_message", job_id=job_id, message="started", now=now())
+                        ex("set_pending", job_id=job_id, message="started", fields=None, now=now())
 
                     def attach(
                         ex: Any, job_id: str = job_id, session: str = session, i: int = i
