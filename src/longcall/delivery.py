@@ -122,10 +122,7 @@ class Deliverer:
 
     async def run_once(self) -> int:
         """Claim what is ready and deliver it; return how many jobs were handled."""
-        store = self.app.store
-        claimed = await self.app.in_thread(
-            store.claim, self.holder, limit=self.batch, lease=self.lease, app_name=self.app_name
-        )
+        claimed = await self._claim(self.batch)
         if not claimed:
             return 0
         by_session = _by_session(claimed)
@@ -153,8 +150,7 @@ class Deliverer:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
-            await self._give_back(jobs)
-            self._count("fence_lost", jobs)
+            await self._fenced_off(jobs)
         finally:
             await heartbeat.stop()
             if not released:
@@ -199,8 +195,7 @@ class Deliverer:
             # Another holder (or a user turn) has the session now: this delivery wrote
             # nothing after losing it, and its jobs are theirs, or ready again, to deliver.
             log.warning("delivery to session %s stopped: %s", session, exc)
-            await self._give_back(to_send)
-            self._count("fence_lost", to_send)
+            await self._fenced_off(to_send)
             return False
         except UnknownCallError as exc:
             if len(to_send) > 1:
@@ -235,6 +230,12 @@ class Deliverer:
         self._count("delivered", [j for j in to_send if j.terminal])
         self._count("progress_delivered", [j for j in to_send if not j.terminal])
         return release_after
+
+    async def _fenced_off(self, jobs: list[Job]) -> None:
+        """After the fence was lost: give back what is still this claim's (the store refuses
+        the rest), and count it."""
+        await self._give_back(jobs)
+        self._count("fence_lost", jobs)
 
     def _fence(self, session: SessionKey, job: Job) -> Fence | None:
         """The fence this delivery's claim was taken under, for the agent to check."""
