@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,53 @@ def test_a_failing_write_leaves_no_trace(tmp_path: Path, writers: int) -> None:
     assert sorted(str(e) for e in failures) == sorted(f"boom {n}" for n in range(writers))
     assert store.tokens() == []
     app.close()
+
+
+def test_lease_and_dispatch_bookkeeping_commit_without_an_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With synchronous=FULL, the job row and its completion commit with SQLite's fsync;
+    session leases and the note that a tool's body ran commit without one (all that a power
+    cut can cost there is a retry); a group holding any write of the first kind is synced."""
+    from longcall.jobs import SessionKey
+    from longcall.store.sqlite import _Pending
+
+    app = longcall.App(f"sqlite:///{tmp_path}/relaxed.db")  # FULL by default
+    store = app.store
+    levels: list[int] = []  # PRAGMA synchronous in force at each commit: 2 FULL, 1 NORMAL
+    run_group = SqliteStore._run_group
+
+    def recorded(self: SqliteStore, conn: Any, tx: object, batch: list[object]) -> None:
+        run_group(self, conn, tx, batch)  # type: ignore[arg-type]
+        levels.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    monkeypatch.setattr(SqliteStore, "_run_group", recorded)
+    session = SessionKey("a", "u", "s")
+    ids = CallIds("a", "u", "s", "c", "inv")
+
+    def level_of(write: Any) -> int:
+        levels.clear()
+        write()
+        [level] = levels
+        return level
+
+    assert level_of(lambda: store.take_session(session, "h", kind="turn", ttl=60)) == 1
+    assert level_of(lambda: store.renew_session(session, "h", ttl=60)) == 1
+    new = NewJob("j", "t", {}, ids, None)
+    assert level_of(lambda: store.create_job(new, holder="h", dispatch_lease=60)) == 2
+    assert level_of(lambda: store.finish_dispatch("j", "started")) == 1
+    assert level_of(lambda: store.release_session(session, "h")) == 1
+    assert level_of(lambda: store.finish("j", JobState.SUCCEEDED, {"ok": 1})) == 2
+    # One group, one commit: synced when any write in it asks for it.
+    relaxed = _Pending(lambda tx: None, durable=False)
+    durable = _Pending(lambda tx: None, durable=True)
+    assert level_of(lambda: store._commit_group([relaxed, durable])) == 2
+    assert level_of(lambda: store._commit_group([relaxed])) == 1
+    app.close()
+
+    normal = longcall.App(f"sqlite:///{tmp_path}/normal.db?synchronous=NORMAL")
+    levels.clear()
+    normal.store.create_job(new, holder="h", dispatch_lease=60)
+    normal.store.take_session(session, "h", kind="turn", ttl=60)
+    assert levels == [1, 1]  # NORMAL stays NORMAL
+    normal.close()

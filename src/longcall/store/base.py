@@ -346,6 +346,8 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
     ) -> None:
         """The work was submitted: drop the outbox row and keep what the tool answered.
 
+        Committed without its own fsync where the backend allows (see ``_transact``).
+
         ``message`` and ``fields`` (JSON-ready values the tool returned beside its message)
         are recorded once: a later call keeps the first of each.
         """
@@ -357,7 +359,9 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             if message is not None or stored is not None:
                 tx.run("set_pending", job_id=job_id, message=message, fields=stored, now=now)
 
-        self._transact(work)
+        # Lost in a power cut, this only means the body is submitted again with the same
+        # job id, as after any crash between the job's commit and this one.
+        self._transact(work, durable=False)
 
     def abandon_job(self, job_id: str) -> bool:
         """Delete a job whose submission failed in the tool call itself, before anyone saw it.
@@ -797,7 +801,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                     )
             return len(kept) == len(fences)
 
-        return self._transact(work)
+        return self._transact(work, durable=not self.relaxed_leases)
 
     def mark_delivered(self, job: Job, holder: str, *, throttle: float) -> bool:
         """Record that the response built from ``job`` is in the session.

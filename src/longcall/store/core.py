@@ -109,6 +109,11 @@ class StoreCore(ABC):
     """Transactions, the clock and wake-ups: what each group of store operations builds on."""
 
     dialect: str
+    # Whether session leases may commit without their own fsync. True where every process
+    # that can hold a lease runs on the database's machine (SQLite): a power cut that loses
+    # a lease write also ends every holder that could act on it, so no fence is ever seen
+    # twice. Not for PostgreSQL, whose holders on other hosts outlive its crash.
+    relaxed_leases = False
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
@@ -122,11 +127,16 @@ class StoreCore(ABC):
         self.retries = RetryGate()
 
     @abstractmethod
-    def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+    def _transact(self, work: Callable[[Tx], T], *, write: bool = True, durable: bool = True) -> T:
         """Run ``work`` in one transaction, retrying it whole on transient errors.
 
         ``work`` must be safe to run again: it is, for every operation here, because each
         is a conditional update or an insert-if-absent.
+
+        ``durable=False`` allows a backend to commit without waiting for the disk, for a
+        write whose loss in a power cut of the database's machine costs nothing but a retry
+        (see :attr:`relaxed_leases`). It is still ordered: a later durable commit makes it
+        durable too.
         """
 
     def _statement(self, query: str, **params: Any) -> list[Row]:

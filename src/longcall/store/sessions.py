@@ -42,7 +42,8 @@ class SessionOps(StoreCore):
                 kind=kind,
                 ttl=ttl,
                 now=now,
-            )
+            ),
+            durable=not self.relaxed_leases,
         )
         return row is not None
 
@@ -52,7 +53,8 @@ class SessionOps(StoreCore):
         changed = self._transact(
             lambda tx: tx.run(
                 "renew_session_lease", **session.as_dict(), holder=holder, ttl=ttl, now=now
-            )
+            ),
+            durable=not self.relaxed_leases,
         )
         return changed > 0
 
@@ -73,7 +75,7 @@ class SessionOps(StoreCore):
             if tx.run("release_session_lease", **session.as_dict(), holder=holder):
                 self._ready(tx)
 
-        self._transact(work)
+        self._transact(work, durable=not self.relaxed_leases)
         self._after_ready()
 
     def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> str:

@@ -85,10 +85,11 @@ GROUP_LIMIT = 64
 class _Pending:
     """A write transaction waiting for its group's commit."""
 
-    __slots__ = ("error", "event", "finished", "result", "work")
+    __slots__ = ("durable", "error", "event", "finished", "result", "work")
 
-    def __init__(self, work: Callable[[Tx], Any]) -> None:
+    def __init__(self, work: Callable[[Tx], Any], durable: bool) -> None:
         self.work = work
+        self.durable = durable
         self.result: Any = None
         self.error: BaseException | None = None
         self.finished = False
@@ -117,6 +118,7 @@ class SqliteStore(Store):
     """The store on one SQLite file; a connection per thread."""
 
     dialect = "sqlite"
+    relaxed_leases = True  # every holder runs on this machine (WAL needs shared memory)
 
     def __init__(
         self,
@@ -170,6 +172,7 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
         self._local.conn = conn
+        self._local.synchronous = self.synchronous
         with self._lock:
             self._all.append(conn)
         return conn
@@ -191,14 +194,14 @@ class SqliteStore(Store):
                     raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
                 time.sleep(0.005 * (1 + random.random()))
 
-    def _transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+    def _transact(self, work: Callable[[Tx], T], *, write: bool = True, durable: bool = True) -> T:
         if not write:
             conn = self._conn()
             try:
                 return work(_Tx(conn, self._queries))
             except sqlite3.DatabaseError as exc:
                 raise _refused(exc) from exc
-        mine = _Pending(work)
+        mine = _Pending(work, durable)
         with self._queue_lock:
             alone = not self._leading
             self._leading = True
@@ -279,6 +282,7 @@ class SqliteStore(Store):
                     item.event.set()
 
     def _run_group(self, conn: sqlite3.Connection, tx: _Tx, batch: list[_Pending]) -> None:
+        self._set_synchronous(conn, durable=any(item.durable for item in batch))
         conn.execute("BEGIN IMMEDIATE")
         try:
             if len(batch) == 1:
@@ -303,6 +307,18 @@ class SqliteStore(Store):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _set_synchronous(self, conn: sqlite3.Connection, *, durable: bool) -> None:
+        """Commit the next transaction with the store's fsync (FULL) or without one.
+
+        In WAL mode NORMAL still survives a process crash; a power cut may lose the commit,
+        but only together with everything after it: the next FULL commit syncs the log up
+        to itself. SQLite refuses the change inside a transaction, so it is made before.
+        """
+        wanted = self.synchronous if durable else "NORMAL"
+        if self._local.synchronous != wanted:
+            conn.execute(f"PRAGMA synchronous = {wanted}")
+            self._local.synchronous = wanted
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
