@@ -16,7 +16,9 @@ share shows instead of drowning in model latency.
    (a job row created with the whole join, the session lease taken and released by
    ``LongcallPlugin``) and as a plain ``google.adk`` ``LongRunningFunctionTool`` with no
    plugin, on the same kind of ADK session service, alternating turn by turn in the same run;
-   each turn on a fresh session. Target: the median longcall turn at most 15% slower.
+   each turn on a fresh session. Target: the median longcall turn at most 15% slower on
+   in-memory ADK sessions, 10% on SQLite (or database) ones. With ``synchronous=FULL`` a
+   turn makes one fsync (the job row); the lease and dispatch bookkeeping commit without.
 2. Completion to resumed run. A worker (resumer, sweeper, dispatcher) runs with
    ``AdkAgentRunner`` in the same event loop, its poll interval set to 10 s so only the
    store's in-process ready listener can wake it in time. The clock starts before
@@ -32,6 +34,7 @@ import logging
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -53,7 +56,9 @@ try:
 except ImportError:  # pragma: no cover - depends on the installed extras
     sys.exit("bench/adk.py needs google-adk: pip install 'longcall[adk]'")
 
-TURN_TARGET = 0.15  # at most 15% added to a turn
+# At most this much added to a turn, by ADK session service: an in-memory turn costs ADK
+# little, so the same absolute cost weighs more there.
+TURN_TARGET = {"memory": 0.15, "sqlite": 0.10, "database": 0.10}
 RESUME_TARGET = 0.020  # under 20 ms from completion to the resumed run
 USER = "u"
 
@@ -85,8 +90,14 @@ def sessions_of(kind: str, directory: Path, name: str) -> BaseSessionService:
 class Setup:
     """An ADK app name, its Runner and its session service."""
 
-    def __init__(self, name: str, runner: Runner, sessions: BaseSessionService) -> None:
-        self.name, self.runner, self.sessions = name, runner, sessions
+    def __init__(
+        self,
+        name: str,
+        runner: Runner,
+        sessions: BaseSessionService,
+        plugin: LongcallPlugin | None = None,
+    ) -> None:
+        self.name, self.runner, self.sessions, self.plugin = name, runner, sessions, plugin
         self.count = 0
 
     async def new_session(self) -> str:
@@ -115,15 +126,16 @@ class Setup:
 def longcall_setup(app: longcall.App, kind: str, directory: Path, part: str) -> Setup:
     sessions = sessions_of(kind, directory, f"longcall-{part}")
     tool = long_running_tool(app, export_data, key="export:{session_id}:{export_type}")
+    plugin = LongcallPlugin(app)
     runner = Runner(
         app=AdkApp(
             name="longcall",
             root_agent=LlmAgent(name="exporter", model=ScriptedLlm(rules=RULES), tools=[tool]),
-            plugins=[LongcallPlugin(app)],
+            plugins=[plugin],
         ),
         session_service=sessions,
     )
-    return Setup("longcall", runner, sessions)
+    return Setup("longcall", runner, sessions, plugin)
 
 
 def plain_setup(kind: str, directory: Path) -> Setup:
@@ -146,10 +158,15 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def time_store_calls(app: longcall.App) -> tuple[list[float], list[int]]:
-    """Wrap the store's methods to add up the time spent in them (and how many calls)."""
-    spent, calls = [0.0], [0]
-    for name in (
+class StoreMeter:
+    """What a turn asks of longcall's store: calls, time in them, commits and fsyncs.
+
+    Counted from whichever thread makes the call, under a lock; a turn's figures are read
+    after the plugin's lease release (which the run does not wait for) has committed, so
+    every call lands in the turn that made it.
+    """
+
+    METHODS = (
         "take_session",
         "release_session",
         "renew_session",
@@ -157,27 +174,48 @@ def time_store_calls(app: longcall.App) -> tuple[list[float], list[int]]:
         "finish_dispatch",
         "abandon_job",
         "attach",
-    ):
-        method = getattr(app.store, name)
+    )
 
-        def timed(*a: Any, _method: Any = method, **k: Any) -> Any:
+    def __init__(self, app: longcall.App) -> None:
+        self.store = app.store
+        self.lock = threading.Lock()
+        self.spent, self.calls, self.commits, self.fsyncs = 0.0, 0, 0, 0
+        for name in self.METHODS:
+            setattr(self.store, name, self._timed(getattr(self.store, name)))
+        run_group = self.store._run_group
+
+        def counted(conn: Any, tx: Any, batch: list[Any]) -> None:
+            run_group(conn, tx, batch)
+            with self.lock:
+                self.commits += 1
+                durable = any(item.durable for item in batch)
+                self.fsyncs += durable and self.store.synchronous == "FULL"
+
+        self.store._run_group = counted
+
+    def _timed(self, method: Any) -> Any:
+        def timed(*a: Any, **k: Any) -> Any:
             start = time.perf_counter()
             try:
-                return _method(*a, **k)
+                return method(*a, **k)
             finally:
-                spent[0] += time.perf_counter() - start
-                calls[0] += 1
+                with self.lock:
+                    self.spent += time.perf_counter() - start
+                    self.calls += 1
 
-        setattr(app.store, name, timed)
-    return spent, calls
+        return timed
+
+    def snapshot(self) -> tuple[float, int, int, int]:
+        with self.lock:
+            return self.spent, self.calls, self.commits, self.fsyncs
 
 
 async def turn_overhead(args: argparse.Namespace, kind: str, directory: Path) -> bool:
     app = longcall.App(f"sqlite:///{directory / f'turns-{kind}.db'}?synchronous={args.synchronous}")
     with_longcall = longcall_setup(app, kind, directory, "turns")
     plain = plain_setup(kind, directory)
-    spent, calls = time_store_calls(app)
-    measured_spent, measured_calls = 0.0, 0
+    meter = StoreMeter(app)
+    measured = [0.0, 0, 0, 0]  # time in the store, calls, commits, fsyncs
     times: dict[str, list[float]] = {"longcall": [], "plain": []}
     try:
         for i in range(args.warmup + args.turns):
@@ -185,13 +223,16 @@ async def turn_overhead(args: argparse.Namespace, kind: str, directory: Path) ->
             order = (with_longcall, plain) if i % 2 == 0 else (plain, with_longcall)
             for setup in order:
                 session_id = await setup.new_session()
+                before = meter.snapshot()
                 start = time.perf_counter()
-                before = spent[0], calls[0]
                 events = await setup.turn(session_id)
                 elapsed = time.perf_counter() - start
+                if setup.plugin is not None:
+                    await setup.plugin.settled()  # its release belongs to this turn
                 if i >= args.warmup and setup is with_longcall:
-                    measured_spent += spent[0] - before[0]
-                    measured_calls += calls[0] - before[1]
+                    after = meter.snapshot()
+                    for n in range(4):
+                        measured[n] += after[n] - before[n]
                 assert len(events) == 3, events  # call, pending response, the model's reply
                 if i >= args.warmup:
                     times[setup.name].append(elapsed)
@@ -205,18 +246,19 @@ async def turn_overhead(args: argparse.Namespace, kind: str, directory: Path) ->
     base = statistics.median(times["plain"])
     ours = statistics.median(times["longcall"])
     added = ours / base - 1
-    ok = added <= TURN_TARGET
+    target = TURN_TARGET[kind]
+    ok = added <= target
     print(f"ADK turn with a long-running tool, {kind} ADK sessions, {args.turns} turns each")
     print(f"  plain google.adk LongRunningFunctionTool, no plugin  median {ms(base)}")
     print(f"  longcall tool (job row) + LongcallPlugin (lease)     median {ms(ours)}")
     print(
         f"  added by longcall: {ms(ours - base)} = {added:+.1%}"
-        f"   target <= {TURN_TARGET:.0%}: {'met' if ok else 'MISSED'}"
+        f"   target <= {target:.0%}: {'met' if ok else 'MISSED'}"
     )
     print(
         f"  of which inside longcall's store (SQLite synchronous={args.synchronous}): "
-        f"{ms(measured_spent / args.turns)} per turn, "
-        f"{measured_calls / args.turns:.1f} calls per turn"
+        f"{ms(measured[0] / args.turns)} per turn in {measured[1] / args.turns:.1f} calls, "
+        f"{measured[2] / args.turns:.1f} commits, {measured[3] / args.turns:.1f} with fsync"
     )
     return ok
 
@@ -255,7 +297,7 @@ async def completion_to_resume(args: argparse.Namespace, kind: str, directory: P
         for i in range(args.warmup + args.resumes):
             session_id = await setup.new_session()
             await setup.turn(session_id)
-            job_id = f"export:{session_id}:csv"
+            job_id = longcall.job_id_for(f"export:{session_id}:csv", USER)
             first_event[job_id] = asyncio.get_running_loop().create_future()
             start = time.perf_counter()
             await app.complete_async(job_id, {"url": f"https://example.com/{i}.csv"})

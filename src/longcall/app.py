@@ -133,6 +133,15 @@ class App:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
 
+    def start_in_thread(
+        self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> asyncio.Future[T]:
+        """Start a blocking store call on the app's thread pool now, from the loop, and
+        return a future for it. The call runs even if nobody awaits the future (and
+        :meth:`close` waits for it)."""
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
+
     def call_in_thread(self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> None:
         """Start a blocking call on the app's thread pool, from any thread, without waiting
         for it (RuntimeError once the app is closed)."""

@@ -360,6 +360,78 @@ def test_a_cancelled_user_turn_does_not_keep_the_session_locked(kind: str, tmp_p
     scenario(kind, tmp_path, body)
 
 
+def test_a_user_turn_longer_than_its_lease_keeps_the_session(tmp_path: Path) -> None:
+    """The plugin's heartbeat renews the lease of a turn in progress: a resume waiting for
+    the session does not go out in the middle of a turn that outlasts the lease."""
+
+    async def main() -> None:
+        app = longcall.App(f"sqlite:///{tmp_path / 'jobs.db'}", session_lease=0.6)
+        h = Harness("memory", tmp_path, app=app)
+        try:
+            await h.create_session()
+            await h.say("Export my data to CSV")
+            [job] = await app.list_jobs_async()
+            await app.complete_async(job.job_id, {"url": URL})
+            h.llm.slow_when(lambda c: "slow" in text_of(c))
+            turn = asyncio.create_task(h.say("A slow question"))
+            await asyncio.wait_for(h.llm.entered.wait(), GATE_TIMEOUT)
+            resumer = app.deliverer(h.agent)
+            for _ in range(6):  # 1.8 s: three leases' worth
+                await asyncio.sleep(0.3)
+                assert await resumer.run_once() == 0
+            h.llm.gate.set()
+            await turn
+
+            async def resumed() -> bool:
+                return await resumer.run_once() == 1
+
+            await eventually(resumed, within=5.0)
+            history = await h.history()
+            assert history[-4:] == [
+                ("user", "A slow question"),
+                ("exporter", "Here is the slow answer."),
+                *RESUME,
+            ]
+        finally:
+            await h.close()
+
+    asyncio.run(main())
+
+
+def test_back_to_back_turns_on_a_session_follow_its_release(tmp_path: Path) -> None:
+    """The run does not wait for its lease's release, but the next turn on the same session
+    in this process waits for it instead of finding the session busy and backing off."""
+
+    async def main() -> None:
+        h = Harness("memory", tmp_path)
+        try:
+            await h.create_session()
+            taken: list[bool] = []
+            take = h.app.store.take_session
+
+            def counted(*args: Any, **kwargs: Any) -> bool:
+                taken.append(take(*args, **kwargs))
+                return taken[-1]
+
+            release = h.app.store.release_session
+
+            def slow_release(*args: Any, **kwargs: Any) -> None:
+                time.sleep(0.05)  # a release still committing when the next turn starts
+                release(*args, **kwargs)
+
+            h.app.store.take_session = counted  # type: ignore[method-assign]
+            h.app.store.release_session = slow_release  # type: ignore[method-assign]
+            for _ in range(5):
+                await h.say("hello")
+            assert taken == [True] * 5  # never refused: each waited for the last release
+            await h.plugin.settled()
+            assert await h.app.in_thread(leases, tmp_path / "jobs.db") == []
+        finally:
+            await h.close()
+
+    asyncio.run(main())
+
+
 # -- restarts and orphans ---------------------------------------------------------------
 
 
@@ -623,6 +695,13 @@ def test_the_plugin_never_raises_when_its_database_cannot_be_opened(
     assert messages == ["longcall could not take the session lease; the run goes on"]
 
 
+def wait_until(done: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    give_up_at = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < give_up_at, f"timed out waiting until {what}"
+        time.sleep(0.01)
+
+
 def leases(db: Path) -> list[tuple[str, str, str]]:
     with contextlib.closing(sqlite3.connect(db)) as conn:
         rows = conn.execute(
@@ -654,6 +733,7 @@ def test_the_plugin_without_arguments_configures_itself_from_the_environment(
             assert (session_id, lease_kind) == (SESSION, "turn") and ":adk-turn:" in holder
             h.llm.gate.set()
             await turn
+            await plugin.settled()  # the run does not wait for its lease's release
             assert leases(db) == []
             await h.say("Export my data to CSV")
             [job] = await h.app.list_jobs_async()
@@ -826,7 +906,8 @@ def test_adk_api_server_with_extra_plugins_records_the_session_and_call(tmp_path
             SESSION,
         )
         assert (job.call_id, job.invocation_id) == (call_id, events[0]["invocationId"])
-        assert leases(db) == []  # released when the run ended
+        # Released as the run ended (the response does not wait for that commit).
+        wait_until(lambda: leases(db) == [], "the turn's lease is released")
     finally:
         server.terminate()
         try:

@@ -3,7 +3,9 @@
 Added to a ``Runner`` (or to ``adk web`` / ``adk api_server`` with ``--extra_plugins
 longcall.adk.LongcallPlugin``, configured by ``LONGCALL_DATABASE_URL``), it takes the
 session's lease before the user's message is stored, so a user turn and a resume never
-overlap, in one process or across processes, and releases it when the run ends. It also
+overlap, in one process or across processes, and releases it when the run ends (without
+holding up the end of the run: the next turn on the session in this process waits for the
+release, other processes see the lease free a moment later). It also
 attaches long-running calls seen on events to their jobs, for tools that are not longcall
 tools but answer with a ``jobId``. It never raises into the user's run (ADK would fail the
 run): it logs and carries on.
@@ -12,10 +14,10 @@ run): it logs and carries on.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
@@ -35,10 +37,9 @@ log = logging.getLogger("longcall.adk")
 class _Held:
     session: SessionKey
     holder: str
-    renewer: asyncio.Task[None] | None = None
     observer: CallObserver | None = None
     owner: asyncio.Task[Any] | None = None  # the task running the turn
-    extra: dict[str, Any] = field(default_factory=dict)
+    on_owner_done: Callable[[asyncio.Task[Any]], None] | None = None
 
 
 class LongcallPlugin(BasePlugin):
@@ -58,6 +59,11 @@ class LongcallPlugin(BasePlugin):
         # Keyed by the invocation context itself: ADK may change its invocation id after
         # on_user_message_callback (a function response joins the invocation it answers).
         self._held: dict[int, _Held] = {}
+        # Releases started by ended runs and not yet committed, by session.
+        self._releasing: dict[SessionKey, asyncio.Future[None]] = {}
+        # One heartbeat for every lease the turns of this plugin hold (None while none is).
+        self._heartbeat: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
+        self._renewals: set[asyncio.Future[None]] = set()
 
     @property
     def app(self) -> App:
@@ -88,6 +94,9 @@ class LongcallPlugin(BasePlugin):
         self._held[id(ic)] = held
         if RESUMING.get():
             return  # the deliverer holds the lease for this run already
+        releasing = self._releasing.get(held.session)
+        if releasing is not None and releasing.get_loop() is asyncio.get_running_loop():
+            await asyncio.wait({releasing})  # the session's last turn here is giving it back
         app = self.app
         holder = new_holder_id("adk-turn")
         waited, delay = 0.0, 0.005
@@ -103,8 +112,8 @@ class LongcallPlugin(BasePlugin):
             waited += delay
             delay = min(delay * 2, 0.25)
         held.holder = holder
-        held.owner = asyncio.current_task()
-        held.renewer = asyncio.create_task(self._renew(id(ic), held))
+        self._watch_owner(id(ic), held)
+        self._keep_renewing()
         if waited:
             await self._refresh(ic)
 
@@ -123,32 +132,58 @@ class LongcallPlugin(BasePlugin):
         if hasattr(fresh, "_storage_update_marker"):
             session._storage_update_marker = fresh._storage_update_marker
 
-    async def _renew(self, key: int, held: _Held) -> None:
-        app = self.app
-        while True:
-            if held.owner is None:
-                await asyncio.sleep(app.session_lease / 3)
-            else:
-                await asyncio.wait({held.owner}, timeout=app.session_lease / 3)
-                if held.owner.done():
-                    # A cancelled run gets neither after_run nor on_run_error from ADK: once
-                    # the task that ran the turn is gone, so is the turn; give the lease back.
-                    if self._held.get(key) is held:
-                        del self._held[key]
-                    held.renewer = None
-                    await self._give_back(held)
-                    return
-            try:
-                if not await app.in_thread(
-                    app.store.renew_session, held.session, held.holder, ttl=app.session_lease
-                ):
-                    log.error("a user turn on session %s outlived its lease", held.session)
-            except Exception:
-                log.exception("could not renew the lease on session %s", held.session)
+    def _watch_owner(self, key: int, held: _Held) -> None:
+        """Give the lease back if the task running the turn ends without ``after_run``.
+
+        A cancelled run gets neither ``after_run_callback`` nor ``on_run_error_callback``
+        from ADK: once the task that ran the turn is gone, so is the turn.
+        """
+        held.owner = asyncio.current_task()
+        if held.owner is None:
+            return
+
+        def owner_done(_: asyncio.Task[Any]) -> None:
+            if self._held.get(key) is held:
+                del self._held[key]
+                self._release_soon(held)
+
+        held.on_owner_done = owner_done
+        held.owner.add_done_callback(owner_done)
+
+    def _keep_renewing(self) -> None:
+        """Renew every lease a turn holds each third of the lease, while one is held."""
+        loop = asyncio.get_running_loop()
+        if self._heartbeat is not None and self._heartbeat[0] is loop:
+            return  # (one left on a loop that since closed never fires: replace it)
+        self._heartbeat = loop, loop.call_later(self.app.session_lease / 3, self._beat)
+
+    def _beat(self) -> None:
+        self._heartbeat = None
+        held = [h for h in self._held.values() if h.holder]
+        if held:
+            self._renewals.add(task := asyncio.ensure_future(self._renew(held)))
+            task.add_done_callback(self._renewals.discard)
+            self._keep_renewing()
+
+    async def _renew(self, held: list[_Held]) -> None:
+        try:
+            kept = await self.app.in_thread(self._renew_all, held)
+        except Exception:
+            log.exception("could not renew longcall session leases")
+            return
+        for h, ok in zip(held, kept, strict=True):
+            if not ok:
+                log.error("a user turn on session %s outlived its lease", h.session)
+
+    def _renew_all(self, held: list[_Held]) -> list[bool]:
+        store, ttl = self.app.store, self.app.session_lease
+        return [store.renew_session(h.session, h.holder, ttl=ttl) for h in held]
 
     async def on_event_callback(
         self, *, invocation_context: InvocationContext, event: Event
     ) -> Event | None:
+        if not event.long_running_tool_ids and not event.get_function_responses():
+            return None  # nothing the observer looks at
         try:
             held = self._held.get(id(invocation_context))
             if held is not None and held.observer is not None:
@@ -169,14 +204,33 @@ class LongcallPlugin(BasePlugin):
         held = self._held.pop(id(ic), None)
         if held is None or not held.holder:
             return
-        if held.renewer is not None:
-            held.renewer.cancel()
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await held.renewer
-        await self._give_back(held)
+        if held.owner is not None and held.on_owner_done is not None:
+            held.owner.remove_done_callback(held.on_owner_done)
+        # A renewal under way matches this holder only until the release commits.
+        self._release_soon(held)
 
-    async def _give_back(self, held: _Held) -> None:
-        try:
-            await self.app.in_thread(self.app.store.release_session, held.session, held.holder)
-        except Exception:
-            log.exception("longcall could not release session %s", held.session)
+    def _release_soon(self, held: _Held) -> None:
+        """Start giving the lease back; the run ends without waiting for the commit."""
+        future = self.app.start_in_thread(self.app.store.release_session, held.session, held.holder)
+        self._releasing[held.session] = future
+
+        def released(done: asyncio.Future[None]) -> None:
+            if self._releasing.get(held.session) is done:
+                del self._releasing[held.session]
+            if not done.cancelled() and done.exception() is not None:
+                log.error(
+                    "longcall could not release session %s: %r", held.session, done.exception()
+                )
+
+        future.add_done_callback(released)
+
+    async def settled(self) -> None:
+        """Wait until every release this plugin started has committed."""
+        loop = asyncio.get_running_loop()
+        while pending := {f for f in self._releasing.values() if f.get_loop() is loop}:
+            await asyncio.wait(pending)
+            await asyncio.sleep(0)  # their done-callbacks forget them
+
+    async def close(self) -> None:
+        """Called by ``Runner.close()``: let the last releases commit."""
+        await self.settled()
