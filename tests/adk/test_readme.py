@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from pathlib import Path
@@ -71,3 +72,79 @@ def test_readme_adk_example_runs_and_resumes(
     texts = asyncio.run(scenario())
     assert texts[-1] == "export_data has finished: url https://example.com/a.csv."
     jobs.close()
+
+
+def readme_agent_module() -> str:
+    """The agents-folder module of the README's guide."""
+    match = re.search(
+        r"<!-- readme-adk-agent:.*?-->\s*```python\n(.*?)```", README.read_text(), re.S
+    )
+    assert match, "the README lost its agents-folder example"
+    return match.group(1)
+
+
+def test_the_readme_guide_from_agents_folder_to_resumed_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's steps as written: its agent module in an agents folder, the apps built as
+    `adk api_server` and `longcall worker --adk` build them, a user turn through that app, the
+    guide's `longcall jobs list --session` and `jobs complete` commands, and the resume."""
+    from click.testing import CliRunner
+
+    from longcall.adk.server_apps import adk_workers, build_server_apps
+    from longcall.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LONGCALL_DATABASE_URL", f"sqlite:///{tmp_path / 'longcall.db'}")
+    folder = tmp_path / "agents" / "exports"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("from . import agent\n")
+    # As written, except the model: no network here, so the offline model stands in.
+    (folder / "agent.py").write_text(
+        readme_agent_module()
+        + "\nroot_agent.model = __import__('longcall.adk').adk.ScriptedLlm(rules=[\n"
+        "    longcall.Rule(r'export my data to (\\w+)',\n"
+        "                  calls=[('export_data', lambda m: {'export_type': m[1].lower()})])])\n"
+    )
+    [exports] = build_server_apps(
+        tmp_path / "agents",
+        f"sqlite:///{tmp_path / 'sessions.db'}",
+        ["longcall.adk.LongcallPlugin"],
+    )
+    cli = CliRunner()
+
+    async def scenario() -> list[Any]:
+        runner = exports.runner
+        await runner.session_service.create_session(
+            app_name="exports", user_id="ana", session_id="s1"
+        )
+        message = types.Content(role="user", parts=[types.Part(text="Export my data to CSV")])
+        async for _ in runner.run_async(user_id="ana", session_id="s1", new_message=message):
+            pass
+        # The CLI blocks: from another thread, as from another terminal.
+        listed = await asyncio.to_thread(
+            cli.invoke, main, ["jobs", "list", "--session", "s1", "-o", "json"]
+        )
+        assert listed.exit_code == 0, (listed.output, listed.exception)
+        [job] = json.loads(listed.output)
+        done = await asyncio.to_thread(
+            cli.invoke,
+            main,
+            ["jobs", "complete", job["jobId"], "--result", '{"url": "https://example.com/e.csv"}'],
+        )
+        assert done.exit_code == 0, done.output
+        with longcall.App() as app:
+            [worker] = adk_workers(app, [exports])
+            assert await worker.deliverers[0].run_once() == 1
+        await runner.close()
+        session = await runner.session_service.get_session(
+            app_name="exports", user_id="ana", session_id="s1"
+        )
+        return [(p.text, p.function_response) for e in session.events for p in e.content.parts]
+
+    parts = asyncio.run(scenario())
+    [pending, final] = [r.response for _, r in parts if r is not None]
+    assert pending["status"] == "pending" and pending["eta"] == "about 20 minutes"
+    assert pending["jobId"] == longcall.job_id_for("export:s1:csv", "ana")
+    assert final["status"] == "succeeded"
+    assert parts[-1][0] == "export_data has finished: url https://example.com/e.csv."
