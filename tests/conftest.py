@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ PG_ADMIN_URL = os.environ.get("LONGCALL_TEST_PG", "postgresql://postgres@127.0.0
 # One template per test run, so runs sharing a server do not drop each other's.
 TEMPLATE = f"longcall_test_template_{os.getpid()}"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 def _pg_url(dbname: str) -> str:
@@ -141,3 +143,25 @@ def throwaway_pg() -> Iterator[ThrowawayCluster]:
         yield cluster
     finally:
         cluster.remove()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Debian chromium under Playwright (its own browser download is not used)."""
+    if not CHROMIUM.exists():
+        if IN_CI:
+            pytest.fail(f"CI=true but there is no browser at {CHROMIUM}")
+        pytest.skip(f"no browser at {CHROMIUM}; install Debian's chromium package")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if IN_CI:
+            raise
+        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        yield chromium
+        chromium.close()

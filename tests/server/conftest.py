@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
@@ -32,7 +31,6 @@ from longcall.server import runner
 from longcall.server.app import Settings
 from longcall.server.login_cookie import LOGIN_COOKIE
 
-CHROMIUM = Path("/usr/bin/chromium")
 IN_CI = os.environ.get("CI") == "true"
 
 
@@ -202,28 +200,6 @@ def serving(url: str, *, worker: bool) -> Iterator[Served]:
         thread.join(15)
         sock.close()
         app.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Headless Debian chromium under Playwright (its own browser download is not used)."""
-    if not CHROMIUM.exists():
-        if IN_CI:
-            pytest.fail(f"CI=true but there is no browser at {CHROMIUM}")
-        pytest.skip(f"no browser at {CHROMIUM}; install Debian's chromium package")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if IN_CI:
-            raise
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
-        yield chromium
-        chromium.close()
 
 
 def browser_login(page: Any, url: str, token: str) -> None:
