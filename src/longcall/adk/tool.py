@@ -107,7 +107,8 @@ class LongcallTool(LongRunningFunctionTool):
             answer = await self.job_tool.invoke_async(args, ids, context=(tool_context,))
         except AttachConflict as exc:
             log.warning(
-                "tool %s inside AgentTool %r: the call %s already has a job (%s)",
+                "tool %s inside AgentTool %r was not started: the AgentTool call %s already "
+                "waits on a job (%s)",
                 self.name,
                 agent_tools[0],
                 ids.call_id,
@@ -116,10 +117,10 @@ class LongcallTool(LongRunningFunctionTool):
             return {
                 "status": "error",
                 "message": (
-                    f"{self.name} runs inside AgentTool {agent_tools[0]!r}, whose call already "
-                    "waits on another long-running job: one AgentTool call can wait on one "
-                    "job. Answer with what you have; the result of the first job follows "
-                    "to the caller."
+                    f"{self.name} was not started: it runs inside AgentTool "
+                    f"{agent_tools[0]!r}, whose call already waits on another long-running "
+                    "job, and one AgentTool call can wait on only one. Ask for it again once "
+                    "that job's result is in."
                 ),
             }
         if "jobId" in answer and tool_context.function_call_id:
