@@ -358,3 +358,55 @@ def test_a_sub_agent_reached_by_transfer_resumes_in_the_shared_session(
             await desk.close()
 
     asyncio.run(scenario())
+
+
+def test_a_single_turn_sub_agent_resumes_itself_and_then_its_caller(
+    db_url: str, tmp_path: Path
+) -> None:
+    """google-adk's own advice instead of AgentTool (a ``mode='single_turn'`` sub-agent) runs
+    in the caller's session: the job joins the sub-agent's call, the sub-agent hears the
+    result and answers, and its answer becomes the caller's response."""
+
+    async def scenario() -> None:
+        app = longcall.App(db_url)
+        inner = LlmAgent(
+            name="exporter",
+            description="Exports the user's data.",
+            model=adk.ScriptedLlm(rules=EXPORTS_CSV),
+            tools=[adk.long_running_tool(app, export_data)],
+            mode="single_turn",
+        )
+        root = LlmAgent(
+            name="coordinator", model=adk.ScriptedLlm(rules=ASKS_EXPORTER), sub_agents=[inner]
+        )
+        desk = Desk(db_url, tmp_path, root, app)
+        try:
+            turn = await desk.say("please export")
+            [outer_call, export_call] = calls(turn)
+            assert (outer_call.name, export_call.name) == ("exporter", "export_data")
+            # The caller's call stays open while the sub-agent waits on its job.
+            assert [r.id for r in responses(turn)] == [export_call.id]
+            assert texts(turn, "exporter") == [
+                "I've started export_data. Exporting csv. I'll let you know when it's done."
+            ]
+            [job] = await app.list_jobs_async()
+            assert job.ids == CallIds(
+                APP_NAME, USER, SESSION, export_call.id, turn[0].invocation_id
+            )
+
+            await app.complete_async(job.job_id, RESULT)
+            before = len(await desk.history())
+            job = await desk.deliver(job.job_id)
+            assert job.delivery is Delivery.DELIVERED
+            resumed = (await desk.history())[before:]
+            finished = "export_data has finished: url https://files.example.com/ana.csv."
+            assert texts(resumed, "exporter") == [finished]
+            assert [(r.id, r.response) for r in responses(resumed)] == [
+                (export_call.id, {"status": "succeeded", "jobId": job.job_id, "result": RESULT}),
+                (outer_call.id, {"result": finished}),
+            ]
+            assert texts(resumed, "coordinator") == [f"exporter answered: result {finished}."]
+        finally:
+            await desk.close()
+
+    asyncio.run(scenario())

@@ -148,6 +148,7 @@ class AdkAgentRunner:
     async def run(
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
+        content = to_content(message)
         if message.function_responses:
             wanted = {r.id for r in message.function_responses}
             known = self._known_calls.get((user_id, session_id), {})
@@ -160,8 +161,7 @@ class AdkAgentRunner:
                     f"ADK session {session_id!r} of user {user_id!r} has no function call "
                     f"{unknown[0]!r}"
                 )
-            message = named_as_called(message, known)
-        content = to_content(message)
+            content = to_content(named_as_called(message, known))
         token = RESUMING.set(True)
         fence_token = DELIVERY_FENCE.set(message.fence)
         try:

@@ -78,12 +78,13 @@ class LongcallTool(LongRunningFunctionTool):
     """An ADK long-running tool whose calls are longcall jobs.
 
     Given to an agent that runs inside an ``AgentTool``, a call's job answers the outermost
-    AgentTool call of the lasting session (its app, user, session, call and invocation id):
-    the caller's agent resumes with the job's result as the AgentTool's response (under the
-    AgentTool's name); the inner agent never sees it (its session is gone). One AgentTool
-    call waits on one job: a second long-running call in the same nested run is answered
-    with an error map and starts nothing. Sub-agents reached by transfer share the session
-    and need none of this.
+    AgentTool call of the lasting session: the job's ids (and a key's ``{session_id}`` and
+    ``{call_id}``) are that call's, and the caller's agent resumes with the job's result as
+    the AgentTool's response (under the AgentTool's name); the inner agent never sees it
+    (its session is gone). One AgentTool call waits on one job: a second long-running call
+    in the same nested run is answered with an error map and starts nothing. Sub-agents
+    (reached by transfer, or in ``mode="single_turn"``) share the caller's session and need
+    none of this.
     """
 
     def __init__(self, job_tool: LongRunningTool) -> None:
