@@ -6,7 +6,9 @@ the job is marked orphaned instead of retried); a response with ``id=None`` is d
 silently (never sent: every response carries the original call id); a duplicate completion
 makes the model answer again (:meth:`has_function_response` lets the deliverer check first);
 and persistent session services raise a stale-session error when two runs overlap (retried
-with backoff; the session lease makes it rare).
+with backoff; the session lease makes it rare). A response with the right id and another name
+is accepted silently, so each response goes under the name of the call it answers (a job
+of a tool inside an ``AgentTool`` answers the AgentTool's call).
 """
 
 from __future__ import annotations
