@@ -343,9 +343,13 @@ class App:
     def joined(self, job: Job) -> None:
         """Remember that ``job`` was created with its session and call id."""
         if job.call_id is not None and job.session_id is not None:
-            self._joined_calls[job.call_id] = None
-            if len(self._joined_calls) > 10_000:
-                self._joined_calls.popitem(last=False)
+            self.remember_joined(job.call_id)
+
+    def remember_joined(self, call_id: str) -> None:
+        """Remember that the job of ``call_id`` has its join: observers leave the call alone."""
+        self._joined_calls[call_id] = None
+        if len(self._joined_calls) > 10_000:
+            self._joined_calls.popitem(last=False)
 
     def is_joined(self, call_id: str) -> bool:
         """Whether this process created the job of ``call_id`` with the whole join."""

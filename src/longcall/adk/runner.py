@@ -6,7 +6,9 @@ the job is marked orphaned instead of retried); a response with ``id=None`` is d
 silently (never sent: every response carries the original call id); a duplicate completion
 makes the model answer again (:meth:`has_function_response` lets the deliverer check first);
 and persistent session services raise a stale-session error when two runs overlap (retried
-with backoff; the session lease makes it rare).
+with backoff; the session lease makes it rare). A response with the right id and another name
+is accepted silently, so each response goes under the name of the call it answers (a job
+of a tool inside an ``AgentTool`` answers the AgentTool's call).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import logging
 import random
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from google.adk.errors._stale_session_error import StaleSessionError
@@ -89,6 +92,29 @@ def calls_in(session: Session) -> dict[str, str]:
     }
 
 
+def call_names(session: Session) -> dict[str, str]:
+    """Function call id -> the called tool's name, for every call the session holds."""
+    return {
+        call.id: call.name or ""
+        for event in session.events
+        for call in event.get_function_calls()
+        if call.id
+    }
+
+
+def named_as_called(message: Message, names: Mapping[str, str]) -> Message:
+    """``message`` with each response under the name of the call it answers.
+
+    A job's response carries its tool's name; a job that answers an ``AgentTool``'s call
+    (its tool ran in AgentTool's nested run) answers a call of another name, and a model
+    must see the response under the name it called.
+    """
+    responses = tuple(
+        dataclasses.replace(r, name=names.get(r.id) or r.name) for r in message.function_responses
+    )
+    return dataclasses.replace(message, function_responses=responses)
+
+
 class AdkAgentRunner:
     """An :class:`~longcall.agents.AgentRunner` over a google-adk ``Runner``.
 
@@ -105,16 +131,17 @@ class AdkAgentRunner:
         self.app_name: str = runner.app_name
         self.stale_retries = stale_retries
         self.stale_backoff = stale_backoff
-        # Call ids seen per session. A call never leaves a session, so a call seen once
-        # needs no new load of the session to prove it exists (loads cost the most here).
-        self._known_calls: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+        # Call ids (and their tool names) seen per session. A call never leaves a session,
+        # so a call seen once needs no new load of the session to prove it exists (loads
+        # cost the most here).
+        self._known_calls: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
 
     async def _session(self, user_id: str, session_id: str) -> Session | None:
         session: Session | None = await self.runner.session_service.get_session(
             app_name=self.app_name, user_id=user_id, session_id=session_id
         )
         if session is not None:
-            self._known_calls[(user_id, session_id)] = set(calls_in(session))
+            self._known_calls[(user_id, session_id)] = call_names(session)
             self._known_calls.move_to_end((user_id, session_id))
             if len(self._known_calls) > 1000:
                 self._known_calls.popitem(last=False)
@@ -126,16 +153,17 @@ class AdkAgentRunner:
         content = to_content(message)
         if message.function_responses:
             wanted = {r.id for r in message.function_responses}
-            known = self._known_calls.get((user_id, session_id), set())
-            if not wanted <= known:
+            known = self._known_calls.get((user_id, session_id), {})
+            if not wanted <= known.keys():
                 session = await self._session(user_id, session_id)
-                known = set(calls_in(session)) if session is not None else set()
-            unknown = sorted(wanted - known)
+                known = call_names(session) if session is not None else {}
+            unknown = sorted(wanted - known.keys())
             if unknown:
                 raise UnknownCallError(
                     f"ADK session {session_id!r} of user {user_id!r} has no function call "
                     f"{unknown[0]!r}"
                 )
+            content = to_content(named_as_called(message, known))
         token = RESUMING.set(True)
         fence_token = DELIVERY_FENCE.set(message.fence)
         try:
