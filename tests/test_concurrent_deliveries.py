@@ -385,3 +385,56 @@ def test_a_session_claimed_between_its_release_and_the_delivery_s_end_is_not_stu
     assert waited < 10, f"the session's lease sat until it ran out ({waited:.1f} s)"
     assert agent.peak["s1"] == 1
     assert agent.order["s1"] == ["c-1", "c-2"]
+
+
+def test_a_delivery_ending_while_a_newer_claim_gives_back_does_not_strand_its_jobs(
+    app: longcall.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As above, but the delivery in hand ends while the newer claim is still giving its jobs
+    back. Its release must not free the lease that claim took (the give-back is checked
+    against it): the given-back job would stay claimed until its claim ran out (60 s)."""
+    export = export_tool(app)
+    agent = Sessions()
+    worker = Worker(app, agent, poll_interval="0.05s")
+    deliverer = worker.deliverer
+    assert deliverer is not None
+    held_open = asyncio.Event()
+
+    class HeartbeatHeldAtStop(delivery._Heartbeat):
+        async def stop(self) -> None:
+            await super().stop()
+            if self._jobs[0].call_id == "c-1":
+                await held_open.wait()
+
+    give_back = deliverer._give_back
+
+    async def give_back_after_the_first_delivery_ended(jobs: list[longcall.Job]) -> None:
+        if jobs[0].call_id == "c-2" and not held_open.is_set():
+            held_open.set()  # the first delivery runs to its end now, before the give-back
+            await until(
+                lambda: not any(t.get_name().startswith("deliver ") for t in asyncio.all_tasks()),
+                "the first delivery's task to end",
+            )
+        await give_back(jobs)
+
+    monkeypatch.setattr(delivery, "_Heartbeat", HeartbeatHeldAtStop)
+    monkeypatch.setattr(deliverer, "_give_back", give_back_after_the_first_delivery_ended)
+    caplog.set_level(logging.INFO, logger="longcall.delivery")
+
+    async def scenario() -> float:
+        running = asyncio.create_task(worker.run(handle_signals=False))
+        first = await ready_job(app, export, "s1", 1)
+        await all_delivered(app, [first])
+        second = await ready_job(app, export, "s1", 2)
+        await until(lambda: held_open.is_set(), "the worker to claim s1 again and give it back")
+        released = time.monotonic()
+        await all_delivered(app, [second])
+        waited = time.monotonic() - released
+        worker.stop()
+        await asyncio.wait_for(running, 30)
+        return waited
+
+    waited = asyncio.run(scenario())
+    assert waited < 10, f"the given-back job sat until its claim ran out ({waited:.1f} s)"
+    assert agent.peak["s1"] == 1
+    assert agent.order["s1"] == ["c-1", "c-2"]

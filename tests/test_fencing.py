@@ -229,12 +229,14 @@ def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) 
             nonlocal stolen
             if deliverer.holder and not stolen and thinking_after_result():
                 stolen = True
+                # A newer take by the same holder, which dies with its lease: the delivery
+                # fenced off releases only its own take, never this one.
                 await app.in_thread(
                     app.store.take_session,
                     SessionKey("longcall-demo", "u", "s1"),
                     deliverer.holder,
                     kind="resume",
-                    ttl=60,
+                    ttl=0.5,
                 )
 
         agent = longcall.ScriptedAgent(

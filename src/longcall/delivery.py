@@ -114,9 +114,9 @@ class Deliverer:
         self.stats: Counter[str] = Counter()
         self._stopping = False
         self._marks = _GroupCommit(self)
-        # Sessions this holder claimed again while their delivery was still in flight: that
-        # claim took the session's lease, which the delivery in hand must release as it ends.
-        self._claimed_again: set[SessionKey] = set()
+        # Sessions this holder claimed again while their delivery was still in flight, with
+        # the fence of each such take: the delivery in hand releases them as it ends.
+        self._claimed_again: dict[SessionKey, set[int | None]] = {}
 
     # -- one pass -----------------------------------------------------------------------
 
@@ -154,11 +154,15 @@ class Deliverer:
         finally:
             await heartbeat.stop()
             if not released:
-                await self.app.in_thread(self.app.store.release_session, session, self.holder)
+                await self._release(session, jobs[0].claim_fence)
             # Checked after every wait: a claim may land while any of them is pending.
-            while session in self._claimed_again:
-                self._claimed_again.discard(session)
-                await self.app.in_thread(self.app.store.release_session, session, self.holder)
+            while fences := self._claimed_again.pop(session, None):
+                for fence in fences:
+                    await self._release(session, fence)
+
+    async def _release(self, session: SessionKey, fence: int | None) -> None:
+        """Release the session's lease if it is still the take made under ``fence``."""
+        await self.app.in_thread(self.app.store.release_session, session, self.holder, fence=fence)
 
     async def _deliver_group(
         self, session: SessionKey, group: list[Job], *, release_after: bool
@@ -393,8 +397,13 @@ class Deliverer:
                     session,
                     [j.job_id for j in jobs],
                 )
-                self._claimed_again.add(session)
+                # Given back under this claim's lease first: the delivery in hand releases
+                # only the takes it is told of, and only once told.
                 await self._give_back(jobs)
+                if running.done():
+                    await self._release(session, jobs[0].claim_fence)
+                else:
+                    self._claimed_again.setdefault(session, set()).add(jobs[0].claim_fence)
                 continue
             task = asyncio.create_task(self._deliver_session(jobs), name=f"deliver {session}")
             in_flight[session] = task

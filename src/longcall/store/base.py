@@ -865,8 +865,8 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                             now=now,
                         )
                 counts.append(marked)
-                if release_session is not None and tx.run(
-                    "release_session_lease", **release_session.as_dict(), holder=holder
+                if release_session is not None and self._release_claimed_session(
+                    tx, release_session, holder, jobs
                 ):
                     released = True
             if released:
@@ -877,6 +877,18 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         if released:
             self._after_ready()
         return counts
+
+    def _release_claimed_session(
+        self, tx: Tx, session: SessionKey, holder: str, jobs: Sequence[Job]
+    ) -> bool:
+        """Release the lease ``jobs`` were claimed under (their fence), nothing newer."""
+        fence = jobs[0].claim_fence if jobs else None
+        if fence is None:  # claimed before fences existed
+            return tx.run("release_session_lease", **session.as_dict(), holder=holder) > 0
+        return (
+            tx.run("release_fenced_session_lease", **session.as_dict(), holder=holder, fence=fence)
+            > 0
+        )
 
     def release(
         self, job: Job, holder: str, *, error: str | None, delay: float, delivery: Delivery

@@ -70,9 +70,20 @@ class SessionOps(StoreCore):
         )
         return row is not None
 
-    def release_session(self, session: SessionKey, holder: str) -> None:
+    def release_session(
+        self, session: SessionKey, holder: str, *, fence: int | None = None
+    ) -> None:
+        """Give the session's lease back if ``holder`` holds it (under ``fence``, if given:
+        a delivery releases only the take it claimed under)."""
+
         def work(tx: Tx) -> None:
-            if tx.run("release_session_lease", **session.as_dict(), holder=holder):
+            if fence is None:
+                released = tx.run("release_session_lease", **session.as_dict(), holder=holder)
+            else:
+                released = tx.run(
+                    "release_fenced_session_lease", **session.as_dict(), holder=holder, fence=fence
+                )
+            if released:
                 self._ready(tx)
 
         self._transact(work, durable=not self.relaxed_leases)

@@ -297,6 +297,13 @@ UPDATE lc_session_leases SET holder = '', expires_at = 0
 WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s
   AND holder = %(holder)s;
 
+-- name: release_fenced_session_lease
+-- A delivery's release: only the take its claim was made under, so a delivery ending late
+-- never frees the lease a newer claim of the same holder took.
+UPDATE lc_session_leases SET holder = '', expires_at = 0
+WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s
+  AND holder = %(holder)s AND fence = %(fence)s;
+
 -- name: session_fence_held
 -- Whether a fenced holder still holds the session: nobody took it since, and it has not run out.
 SELECT 1 AS held FROM lc_session_leases

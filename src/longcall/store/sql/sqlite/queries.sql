@@ -282,6 +282,13 @@ UPDATE lc_session_leases SET holder = '', expires_at = 0
 WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
   AND holder = :holder;
 
+-- name: release_fenced_session_lease
+-- A delivery's release: only the take its claim was made under, so a delivery ending late
+-- never frees the lease a newer claim of the same holder took.
+UPDATE lc_session_leases SET holder = '', expires_at = 0
+WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id
+  AND holder = :holder AND fence = :fence;
+
 -- name: session_fence_held
 -- Whether a fenced holder still holds the session: nobody took it since, and it has not run out.
 SELECT 1 AS held FROM lc_session_leases
