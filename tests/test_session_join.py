@@ -3,9 +3,12 @@ delivery claimed, under the lease's live holder and fence; anything else waits."
 
 from __future__ import annotations
 
-from longcall import CallIds, JobState, SessionKey
+import pytest
+
+from longcall import App, CallIds, JobState, SessionKey
 from longcall.clock import FakeClock
 from longcall.store import NewJob, Store
+from longcall.store import queries as sql
 
 APP, USER, SESSION = "reports", "ana", "s1"
 KEY = SessionKey(APP, USER, SESSION)
@@ -82,3 +85,18 @@ def test_another_sessions_delivery_is_not_joined(store: Store) -> None:
     store.claim("deliverer", limit=10, lease=LEASE, app_name=APP)
     assert store.take_session(KEY, "other-turn", kind="turn", ttl=60) is True
     assert join(store, {"call-1": "start_report"}) is None
+
+
+@pytest.mark.postgres
+def test_the_join_finds_the_jobs_by_session_and_call_without_statistics(pg_url: str) -> None:
+    """On a database without statistics the claimed calls are looked up by the (session_id,
+    call_id) index, not by reading every ready job: a backlog does not slow user turns."""
+    App(pg_url).close()
+    text = sql.queries("postgres")["session_delivery_calls"]
+    params = {"app_name": "a", "user_id": "u", "session_id": "s", "now": None}
+    params["call_ids"] = '["c1"]'
+    psycopg = pytest.importorskip("psycopg")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(f"EXPLAIN {text}", params).fetchall()
+    got = "\n".join(str(row[0]) for row in rows)
+    assert "lc_jobs_call" in got and "lc_jobs_ready" not in got, got

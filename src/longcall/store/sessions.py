@@ -76,7 +76,9 @@ class SessionOps(StoreCore):
                 return None
             held = {
                 row["call_id"]: row["tool_name"]
-                for row in tx.all("session_delivery_calls", **params, now=now)
+                for row in tx.all(
+                    "session_delivery_calls", **params, call_ids=dumps(list(answers)), now=now
+                )
             }
             if all(held.get(call_id) == name for call_id, name in answers.items()):
                 return "joined"
