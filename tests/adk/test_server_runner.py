@@ -364,7 +364,7 @@ def test_the_plugin_joins_a_live_deliverys_own_answers_and_keeps_others_waiting(
         own = types.FunctionResponse(
             id=job.call_id, name="start_report", response={"status": "succeeded"}
         )
-        assert await run(response=own) < 0.5  # joined: no wait
+        assert await run(response=own) < 0.9  # joined: no wait (a wait lasts 1 s or more)
         forged = types.FunctionResponse(id=job.call_id, name="other", response={})
         assert await run(response=forged) >= 1.0  # waited for the lease, then went on
         assert await run("Hello?") >= 1.0
