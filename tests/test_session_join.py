@@ -23,43 +23,44 @@ def ready(store: Store, job_id: str, call_id: str, *, tool: str = "start_report"
     store.finish(job_id, JobState.SUCCEEDED, {"rows": 3})
 
 
-def join(store: Store, answers: dict[str, str], holder: str = "turn") -> str | None:
+def join(store: Store, answers: set[str], holder: str = "turn") -> str | None:
     return store.take_or_join_session(KEY, holder, kind="turn", ttl=60, answers=answers)
 
 
 def test_a_free_session_is_taken_whatever_the_message(store: Store) -> None:
     """With nobody holding the session the run takes its lease, answers or not."""
-    assert join(store, {"call-1": "start_report"}) == "taken"
-    assert join(store, {}, holder="turn") == "taken"  # its own lease, renewed
+    assert join(store, {"call-1"}) == "taken"
+    assert join(store, set(), holder="turn") == "taken"  # its own lease, renewed
 
 
 def test_the_deliverys_own_answers_join_its_lease(store: Store) -> None:
-    """Answers to calls the live delivery claimed, with their tool names, join; the lease
-    stays the deliverer's."""
+    """Answers to calls the live delivery claimed join; the lease stays the deliverer's."""
     ready(store, "j1", "call-1")
     ready(store, "j2", "call-2")
     assert len(store.claim("deliverer", limit=10, lease=LEASE, app_name=APP)) == 2
-    assert join(store, {"call-1": "start_report", "call-2": "start_report"}) == "joined"
-    assert join(store, {"call-2": "start_report"}) == "joined"  # one message of the claim
+    assert join(store, {"call-1", "call-2"}) == "joined"
+    assert join(store, {"call-2"}) == "joined"  # one message of the claim
     assert store.take_session(KEY, "turn", kind="turn", ttl=60) is False
 
 
 def test_anything_but_exactly_the_claimed_calls_waits(store: Store) -> None:
-    """Text, a call the delivery does not hold, a wrong tool name, or one claimed call
-    beside another: busy."""
+    """Text, a call the delivery does not hold (an open call of the session among them), or
+    a claimed call beside another: busy."""
     ready(store, "j1", "call-1")
+    ids = CallIds(APP, USER, SESSION, "call-open", "inv-2")
+    store.create_job(NewJob("open", "start_report", {}, ids, None), holder="t", dispatch_lease=60)
     store.claim("deliverer", limit=10, lease=LEASE, app_name=APP)
-    assert join(store, {}) is None
-    assert join(store, {"call-9": "start_report"}) is None
-    assert join(store, {"call-1": "other_tool"}) is None
-    assert join(store, {"call-1": "start_report", "call-9": "start_report"}) is None
+    assert join(store, set()) is None
+    assert join(store, {"call-9"}) is None
+    assert join(store, {"call-open"}) is None
+    assert join(store, {"call-1", "call-9"}) is None
 
 
 def test_a_user_turns_lease_is_joined_by_nobody(store: Store) -> None:
     """A session held by a user turn is busy for a message answering its open calls too."""
     ready(store, "j1", "call-1")
     assert store.take_session(KEY, "a-turn", kind="turn", ttl=60) is True
-    assert join(store, {"call-1": "start_report"}) is None
+    assert join(store, {"call-1"}) is None
 
 
 def test_a_lapsed_or_finished_delivery_is_joined_by_nobody(store: Store, clock: FakeClock) -> None:
@@ -68,12 +69,12 @@ def test_a_lapsed_or_finished_delivery_is_joined_by_nobody(store: Store, clock: 
     ready(store, "j1", "call-1")
     [job] = store.claim("deliverer", limit=10, lease=LEASE, app_name=APP)
     assert store.mark_delivered_batch([([job], None)], "deliverer", throttle=0) == [1]
-    assert join(store, {"call-1": "start_report"}) is None  # delivered, lease still held
+    assert join(store, {"call-1"}) is None  # delivered, lease still held
     ready(store, "j2", "call-2")
     store.release_session(KEY, "deliverer")
     assert store.claim("deliverer", limit=10, lease=LEASE, app_name=APP)
     clock.advance(LEASE + 1)
-    assert join(store, {"call-2": "start_report"}) == "taken"  # ran out: a turn takes it
+    assert join(store, {"call-2"}) == "taken"  # ran out: a turn takes it
 
 
 def test_another_sessions_delivery_is_not_joined(store: Store) -> None:
@@ -84,7 +85,7 @@ def test_another_sessions_delivery_is_not_joined(store: Store) -> None:
     store.finish("j1", JobState.SUCCEEDED, {})
     store.claim("deliverer", limit=10, lease=LEASE, app_name=APP)
     assert store.take_session(KEY, "other-turn", kind="turn", ttl=60) is True
-    assert join(store, {"call-1": "start_report"}) is None
+    assert join(store, {"call-1"}) is None
 
 
 @pytest.mark.postgres

@@ -327,9 +327,9 @@ def test_http_failures_name_the_status_and_the_body(sqlite_url: str, tmp_path: P
 def test_the_plugin_joins_a_live_deliverys_own_answers_and_keeps_others_waiting(
     tmp_path: Path,
 ) -> None:
-    """While a delivery holds the session, a run answering exactly its claimed calls goes
-    ahead at once (a deliverer elsewhere posting to this process's ADK server); a user's
-    text, or an answer with another tool name, waits for the lease as before."""
+    """While a delivery holds the session, a run answering only its claimed calls goes ahead
+    at once (a deliverer elsewhere posting to this process's ADK server); a user's text, or
+    an answer to an open call the delivery does not hold, waits for the lease as before."""
     app = longcall.App(f"sqlite:///{tmp_path / 'lc.db'}")
 
     def start_report(region: str) -> dict[str, str]:
@@ -363,15 +363,19 @@ def test_the_plugin_joins_a_live_deliverys_own_answers_and_keeps_others_waiting(
             app_name=APP_NAME, user_id=USER, session_id="s1"
         )
         await run("Build the report for EMEA.")
+        await run("Build the report for APAC.")
         job = await app.get_job_async(job_of("EMEA"))
-        assert job.call_id is not None
+        still_open = await app.get_job_async(job_of("APAC"))
+        assert job.call_id is not None and still_open.call_id is not None
         await app.complete_async(job.job_id, {"rows": 3})
         assert app.store.claim("deliverer", limit=10, lease=60, app_name=APP_NAME)
         own = types.FunctionResponse(
             id=job.call_id, name="start_report", response={"status": "succeeded"}
         )
         assert await run(response=own) < 0.9  # joined: no wait (a wait lasts 1 s or more)
-        forged = types.FunctionResponse(id=job.call_id, name="other", response={})
+        forged = types.FunctionResponse(
+            id=still_open.call_id, name="start_report", response={"status": "succeeded"}
+        )
         assert await run(response=forged) >= 1.0  # waited for the lease, then went on
         assert await run("Hello?") >= 1.0
 
@@ -383,8 +387,8 @@ def test_the_plugin_joins_a_live_deliverys_own_answers_and_keeps_others_waiting(
 
 
 def test_answers_of_reads_only_messages_of_function_responses_with_ids() -> None:
-    """Call id -> tool name for a message of function responses; nothing for text, a mix,
-    or a response without its call id."""
+    """The call ids of a message of function responses; nothing for text, a mix, or a
+    response without its call id."""
 
     def response(call_id: str | None, name: str = "t") -> types.Part:
         return types.Part(function_response=types.FunctionResponse(id=call_id, name=name))
@@ -392,11 +396,11 @@ def test_answers_of_reads_only_messages_of_function_responses_with_ids() -> None
     def content(*parts: types.Part) -> types.Content:
         return types.Content(role="user", parts=list(parts))
 
-    assert answers_of(content(response("a"), response("b", "u"))) == {"a": "t", "b": "u"}
-    assert answers_of(content(types.Part(text="hi"))) == {}
-    assert answers_of(content(response("a"), types.Part(text="hi"))) == {}
-    assert answers_of(content(response(None))) == {}
-    assert answers_of(content()) == {}
+    assert answers_of(content(response("a"), response("b", "u"))) == {"a", "b"}
+    assert answers_of(content(types.Part(text="hi"))) == set()
+    assert answers_of(content(response("a"), types.Part(text="hi"))) == set()
+    assert answers_of(content(response(None))) == set()
+    assert answers_of(content()) == set()
 
 
 @pytest.mark.parametrize(

@@ -85,13 +85,13 @@ class LongcallPlugin(BasePlugin):
             log.exception("longcall could not take the session lease; the run goes on")
         return None
 
-    async def _take(self, ic: InvocationContext, answers: dict[str, str]) -> None:
+    async def _take(self, ic: InvocationContext, answers: frozenset[str]) -> None:
         """Take the session's lease for this run, waiting while someone else holds it.
 
-        ``answers`` (call id -> tool name, when the message is function responses alone):
-        a run that answers only calls a live delivery claimed is that delivery, sent through
-        this process's ADK server by a deliverer elsewhere (``AdkServerRunner``); it runs
-        under the deliverer's lease instead of waiting for it.
+        ``answers`` (the call ids, when the message is function responses alone): a run
+        that answers only calls a live delivery claimed is that delivery, sent through this
+        process's ADK server by a deliverer elsewhere (``AdkServerRunner``); it runs under
+        the deliverer's lease instead of waiting for it.
         """
         session = ic.session
         # ADK's session is the app's and the user's: so is its lease, the one deliveries of
@@ -126,7 +126,7 @@ class LongcallPlugin(BasePlugin):
             await self._refresh(ic)
 
     async def _try_take(
-        self, session: SessionKey, holder: str, answers: dict[str, str]
+        self, session: SessionKey, holder: str, answers: frozenset[str]
     ) -> Literal["taken", "joined"] | None:
         """One try, one store call: "taken" (the lease is ``holder``'s now), "joined" (the run
         is the delivery holding it), or None (busy)."""
@@ -264,14 +264,17 @@ class LongcallPlugin(BasePlugin):
         await self.settled()
 
 
-def answers_of(message: types.Content) -> dict[str, str]:
-    """The calls ``message`` answers (call id -> tool name) when it is function responses
-    alone, each with its call id; empty for anything else (text, a mix, a response without
-    an id)."""
-    answers: dict[str, str] = {}
+def answers_of(message: types.Content) -> frozenset[str]:
+    """The call ids ``message`` answers when it is function responses alone, each with its
+    call id; empty for anything else (text, a mix, a response without an id).
+
+    Not their names: a deliverer sends each response under the name of the call it answers,
+    which for a job inside an ``AgentTool`` is not the job's tool.
+    """
+    answers: set[str] = set()
     for part in message.parts or ():
         response = part.function_response
         if response is None or not response.id or part.text is not None:
-            return {}
-        answers[response.id] = response.name or ""
-    return answers
+            return frozenset()
+        answers.add(response.id)
+    return frozenset(answers)

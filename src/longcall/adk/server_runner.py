@@ -28,7 +28,13 @@ import httpx
 from google.adk.events.event import Event
 from google.adk.sessions.session import Session
 
-from longcall.adk.runner import FINAL_STATUSES, calls_in, to_agent_event, to_content
+from longcall.adk.runner import (
+    FINAL_STATUSES,
+    call_names,
+    named_as_called,
+    to_agent_event,
+    to_content,
+)
 from longcall.agents import AgentEvent, Message
 from longcall.errors import AgentError, UnknownCallError
 
@@ -66,9 +72,9 @@ class AdkServerRunner:
         self.headers = dict(headers or {})
         self.timeout = httpx.Timeout(timeout, connect=10.0)
         self._client = client
-        # Call ids seen per session. A call never leaves a session, so a call seen once
-        # needs no new load of the session to prove it exists.
-        self._known_calls: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
+        # Call ids (and their tool names) seen per session. A call never leaves a session,
+        # so a call seen once needs no new load of the session to prove it exists.
+        self._known_calls: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
 
     async def run(
         self, *, user_id: str, session_id: str, message: Message
@@ -76,16 +82,18 @@ class AdkServerRunner:
         content = to_content(message)
         if message.function_responses:
             wanted = {r.id for r in message.function_responses}
-            known = self._known_calls.get((user_id, session_id), set())
-            if not wanted <= known:
+            known = self._known_calls.get((user_id, session_id), {})
+            if not wanted <= known.keys():
                 session = await self._session(user_id, session_id)
-                known = set(calls_in(session)) if session is not None else set()
-            unknown = sorted(wanted - known)
+                known = call_names(session) if session is not None else {}
+            unknown = sorted(wanted - known.keys())
             if unknown:
                 raise UnknownCallError(
                     f"ADK session {session_id!r} of user {user_id!r} in app {self.app_name!r} "
                     f"at {self.base_url} has no function call {unknown[0]!r}"
                 )
+            # Under the name of the call each answers, as AdkAgentRunner sends them.
+            content = to_content(named_as_called(message, known))
         if message.fence is not None:
             # The last moment this side can tell: once posted, the server's plugin joins the
             # run only while the delivery still holds the session.
@@ -129,7 +137,7 @@ class AdkServerRunner:
             return None
         _check(response, f"GET {path}")
         session = Session.model_validate(response.json())
-        self._known_calls[(user_id, session_id)] = set(calls_in(session))
+        self._known_calls[(user_id, session_id)] = call_names(session)
         self._known_calls.move_to_end((user_id, session_id))
         if len(self._known_calls) > 1000:
             self._known_calls.popitem(last=False)

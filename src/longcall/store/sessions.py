@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,17 +54,17 @@ class SessionOps(StoreCore):
         *,
         kind: str,
         ttl: float,
-        answers: Mapping[str, str],
+        answers: Collection[str],
     ) -> Literal["taken", "joined"] | None:
         """Take the session's lease as :meth:`take_session` does ("taken"), or else recognise
         the run as the delivery that holds it ("joined"); None: the session is busy.
 
-        ``answers`` is the run's message, call id -> tool name, when it consists of function
+        ``answers`` are the call ids the run's message answers, when it consists of function
         responses alone. It joins only when a live delivery holds the session and has every
-        one of those calls claimed under the lease's holder and fence, with the same tool
-        names: a delivery sent through an agent server in another process (``adk
-        api_server``'s ``/run``) reaching the plugin there. Anything else, a user's own
-        function responses included, waits as a user turn does. One transaction.
+        one of those calls claimed under the lease's holder and fence: a delivery sent
+        through an agent server in another process (``adk api_server``'s ``/run``) reaching
+        the plugin there. Anything else, a user's own function responses included, waits as
+        a user turn does. One transaction.
         """
         now = self._now()
 
@@ -75,14 +75,12 @@ class SessionOps(StoreCore):
             if not answers:
                 return None
             held = {
-                row["call_id"]: row["tool_name"]
+                row["call_id"]
                 for row in tx.all(
-                    "session_delivery_calls", **params, call_ids=dumps(list(answers)), now=now
+                    "session_delivery_calls", **params, call_ids=dumps(sorted(answers)), now=now
                 )
             }
-            if all(held.get(call_id) == name for call_id, name in answers.items()):
-                return "joined"
-            return None
+            return "joined" if held >= set(answers) else None
 
         return self._transact(work)
 

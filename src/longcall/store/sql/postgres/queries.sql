@@ -310,7 +310,7 @@ WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(sessi
 -- The jobs are found by session and call, the lookup the (session_id, call_id) index serves:
 -- no test of delivery = 'ready', which a claim implies (every way out of it clears the
 -- claim) and which would offer the planner the ready jobs' index instead.
-SELECT j.call_id, j.tool_name FROM lc_session_leases l
+SELECT j.call_id FROM lc_session_leases l
 JOIN lc_jobs j ON j.claim_holder = l.holder AND j.claim_fence = l.fence
 WHERE l.app_name = %(app_name)s AND l.user_id = %(user_id)s AND l.session_id = %(session_id)s
   AND l.kind = 'resume' AND l.holder <> '' AND l.expires_at > lc_now(%(now)s)
