@@ -170,17 +170,24 @@ class Deliverer:
         """Deliver one message; True when the session lease was released with the bookkeeping."""
         store, runner = self.app.store, self.runner
         user_id, session_id = session.user_id, session.session_id
-        to_send = []
-        for job in group:
-            assert job.call_id is not None
-            if job.terminal and await runner.has_function_response(
-                user_id=user_id, session_id=session_id, call_id=job.call_id
-            ):
-                # Delivered before a crash; only the bookkeeping was lost.
-                await self._mark_delivered([job])
-                self._count("already_in_session", [job])
-                continue
-            to_send.append(job)
+        to_send, already = [], []
+        try:
+            for job in group:
+                assert job.call_id is not None
+                if job.terminal and await runner.has_function_response(
+                    user_id=user_id, session_id=session_id, call_id=job.call_id
+                ):
+                    # Delivered before a crash; only the bookkeeping was lost.
+                    await self._mark_delivered([job])
+                    self._count("already_in_session", [job])
+                    already.append(job)
+                    continue
+                to_send.append(job)
+        except Exception as exc:
+            # The agent could not tell (an agent server that is down): retried like a failed
+            # run, rather than left claimed until the claim runs out.
+            await self._retry_later([j for j in group if j not in already], exc)
+            return False
         if not to_send:
             return False
         message = Message(

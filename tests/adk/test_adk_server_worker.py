@@ -13,14 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import textwrap
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,100 +24,11 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import httpx
 
 import longcall
+from adk.servers import APP_NAME, BIN, USER, free_port, model_texts, process, wait_for, write_agents
 from longcall.adk import AdkAgentRunner, LongcallPlugin
 from longcall.adk.server_apps import adk_workers, build_server_apps
 from longcall.cli import main
 from longcall.webhooks import new_secret, sign
-
-BIN = Path(sys.executable).parent
-APP_NAME = "reports"  # the agent folder's name is the ADK app name
-USER = "ana"
-
-AGENT_PY = '''
-"""A report agent: a scripted model and one longcall long-running tool."""
-import os
-
-import longcall
-from google.adk.agents import LlmAgent
-from longcall import adk
-
-app = longcall.App(os.environ["LONGCALL_DATABASE_URL"])
-
-
-def start_report(region: str) -> dict:
-    """Starts a sales report build for a region code."""
-    return {"message": "Report build started."}
-
-
-report = adk.long_running_tool(app, start_report, key="report:{region}")
-root_agent = LlmAgent(
-    name="reporter",
-    model=adk.ScriptedLlm(
-        rules=[
-            longcall.Rule(
-                r"report for (\\w+)", calls=[("start_report", lambda m: {"region": m[1]})]
-            )
-        ]
-    ),
-    tools=[report],
-)
-'''
-
-
-def write_agents(root: Path, names: tuple[str, ...] = (APP_NAME,)) -> Path:
-    """An agents folder as `adk api_server` takes it: one package per app."""
-    agents = root / "agents"
-    for name in names:
-        (agents / name).mkdir(parents=True)
-        (agents / name / "__init__.py").write_text("from . import agent\n")
-        (agents / name / "agent.py").write_text(textwrap.dedent(AGENT_PY))
-    return agents
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(what: str, check: Callable[[], Any], seconds: float = 30) -> Any:
-    """Poll ``check`` until it returns something truthy; fail naming ``what``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            got = check()
-        except httpx.TransportError:
-            got = None
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-@contextmanager
-def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process logging to ``log``, stopped with SIGTERM (then SIGKILL) at the end."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def model_texts(session: dict[str, Any]) -> list[str]:
-    return [
-        part["text"]
-        for event in session["events"]
-        if event.get("author") != "user"
-        for part in (event.get("content") or {}).get("parts") or []
-        if part.get("text")
-    ]
 
 
 def test_adk_api_server_and_longcall_worker_resume_run_and_run_sse_turns(

@@ -10,6 +10,8 @@
     adk_app = AdkApp(name="exports", root_agent=agent, plugins=[LongcallPlugin(app)])
     runner = Runner(app=adk_app, session_service=sessions)
     worker = app.worker(AdkAgentRunner(runner))
+    # or, when the agents run in `adk api_server` (with the plugin) somewhere else:
+    worker = app.worker(AdkServerRunner("http://127.0.0.1:8000", app_name="exports"))
 
 Importing this module needs google-adk (``pip install 'longcall[adk]'``); importing
 ``longcall`` alone never imports it.
@@ -25,6 +27,14 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from longcall.adk.model import ScriptedLlm
 from longcall.adk.plugin import LongcallPlugin
 from longcall.adk.runner import AdkAgentRunner
+from longcall.adk.server_runner import AdkServerRunner
 from longcall.adk.tool import LongcallTool, long_running_tool
 
-__all__ = ["AdkAgentRunner", "LongcallPlugin", "LongcallTool", "ScriptedLlm", "long_running_tool"]
+__all__ = [
+    "AdkAgentRunner",
+    "AdkServerRunner",
+    "LongcallPlugin",
+    "LongcallTool",
+    "ScriptedLlm",
+    "long_running_tool",
+]

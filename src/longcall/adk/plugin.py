@@ -5,10 +5,12 @@ longcall.adk.LongcallPlugin``, configured by ``LONGCALL_DATABASE_URL``), it take
 session's lease before the user's message is stored, so a user turn and a resume never
 overlap, in one process or across processes, and releases it when the run ends (without
 holding up the end of the run: the next turn on the session in this process waits for the
-release, other processes see the lease free a moment later). It also
-attaches long-running calls seen on events to their jobs, for tools that are not longcall
-tools but answer with a ``jobId``. It never raises into the user's run (ADK would fail the
-run): it logs and carries on.
+release, other processes see the lease free a moment later). A run whose message answers
+only calls that the live delivery holding the lease claimed is that delivery, posted to this
+ADK server by a worker elsewhere (``AdkServerRunner``): it runs under the deliverer's lease
+instead of waiting for it. It also attaches long-running calls seen on events to their jobs,
+for tools that are not longcall tools but answer with a ``jobId``. It never raises into the
+user's run (ADK would fail the run): it logs and carries on.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events.event import Event
@@ -78,12 +80,19 @@ class LongcallPlugin(BasePlugin):
         self, *, invocation_context: InvocationContext, user_message: types.Content
     ) -> types.Content | None:
         try:
-            await self._take(invocation_context)
+            await self._take(invocation_context, answers_of(user_message))
         except Exception:
             log.exception("longcall could not take the session lease; the run goes on")
         return None
 
-    async def _take(self, ic: InvocationContext) -> None:
+    async def _take(self, ic: InvocationContext, answers: frozenset[str]) -> None:
+        """Take the session's lease for this run, waiting while someone else holds it.
+
+        ``answers`` (the call ids, when the message is function responses alone): a run
+        that answers only calls a live delivery claimed is that delivery, sent through this
+        process's ADK server by a deliverer elsewhere (``AdkServerRunner``); it runs under
+        the deliverer's lease instead of waiting for it.
+        """
         session = ic.session
         # ADK's session is the app's and the user's: so is its lease, the one deliveries of
         # that app's jobs into it take (another app's session of the same id is not it).
@@ -97,12 +106,9 @@ class LongcallPlugin(BasePlugin):
         releasing = self._releasing.get(held.session)
         if releasing is not None and releasing.get_loop() is asyncio.get_running_loop():
             await asyncio.wait({releasing})  # the session's last turn here is giving it back
-        app = self.app
         holder = new_holder_id("adk-turn")
         waited, delay = 0.0, 0.005
-        while not await app.in_thread(
-            app.store.take_session, held.session, holder, kind="turn", ttl=app.session_lease
-        ):
+        while (outcome := await self._try_take(held.session, holder, answers)) is None:
             if waited >= self.wait_limit:
                 log.warning(
                     "session %s stayed busy for %.0fs; running anyway", held.session, waited
@@ -111,11 +117,33 @@ class LongcallPlugin(BasePlugin):
             await asyncio.sleep(delay)
             waited += delay
             delay = min(delay * 2, 0.25)
-        held.holder = holder
-        self._watch_owner(id(ic), held)
-        self._keep_renewing()
+        if outcome == "taken":
+            held.holder = holder
+            self._watch_owner(id(ic), held)
+            self._keep_renewing()
+        # else joined: the deliverer holds the lease, renews and releases it.
         if waited:
             await self._refresh(ic)
+
+    async def _try_take(
+        self, session: SessionKey, holder: str, answers: frozenset[str]
+    ) -> Literal["taken", "joined"] | None:
+        """One try, one store call: "taken" (the lease is ``holder``'s now), "joined" (the run
+        is the delivery holding it), or None (busy)."""
+        app = self.app
+        if not answers:
+            taken = await app.in_thread(
+                app.store.take_session, session, holder, kind="turn", ttl=app.session_lease
+            )
+            return "taken" if taken else None
+        return await app.in_thread(
+            app.store.take_or_join_session,
+            session,
+            holder,
+            kind="turn",
+            ttl=app.session_lease,
+            answers=answers,
+        )
 
     async def _refresh(self, ic: InvocationContext) -> None:
         """Reload the session ADK loaded before the wait, so its next append is not stale."""
@@ -234,3 +262,19 @@ class LongcallPlugin(BasePlugin):
     async def close(self) -> None:
         """Called by ``Runner.close()``: let the last releases commit."""
         await self.settled()
+
+
+def answers_of(message: types.Content) -> frozenset[str]:
+    """The call ids ``message`` answers when it is function responses alone, each with its
+    call id; empty for anything else (text, a mix, a response without an id).
+
+    Not their names: a deliverer sends each response under the name of the call it answers,
+    which for a job inside an ``AgentTool`` is not the job's tool.
+    """
+    answers: set[str] = set()
+    for part in message.parts or ():
+        response = part.function_response
+        if response is None or not response.id or part.text is not None:
+            return frozenset()
+        answers.add(response.id)
+    return frozenset(answers)

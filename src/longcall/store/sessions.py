@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from longcall.errors import FenceLost, StoreError
 from longcall.jobs import SessionKey
@@ -46,6 +46,43 @@ class SessionOps(StoreCore):
             durable=not self.relaxed_leases,
         )
         return row is not None
+
+    def take_or_join_session(
+        self,
+        session: SessionKey,
+        holder: str,
+        *,
+        kind: str,
+        ttl: float,
+        answers: Collection[str],
+    ) -> Literal["taken", "joined"] | None:
+        """Take the session's lease as :meth:`take_session` does ("taken"), or else recognise
+        the run as the delivery that holds it ("joined"); None: the session is busy.
+
+        ``answers`` are the call ids the run's message answers, when it consists of function
+        responses alone. It joins only when a live delivery holds the session and has every
+        one of those calls claimed under the lease's holder and fence: a delivery sent
+        through an agent server in another process (``adk api_server``'s ``/run``) reaching
+        the plugin there. Anything else, a user's own function responses included, waits as
+        a user turn does. One transaction.
+        """
+        now = self._now()
+
+        def work(tx: Tx) -> Literal["taken", "joined"] | None:
+            params = session.as_dict()
+            if tx.one("take_session_lease", **params, holder=holder, kind=kind, ttl=ttl, now=now):
+                return "taken"
+            if not answers:
+                return None
+            held = {
+                row["call_id"]
+                for row in tx.all(
+                    "session_delivery_calls", **params, call_ids=dumps(sorted(answers)), now=now
+                )
+            }
+            return "joined" if held >= set(answers) else None
+
+        return self._transact(work)
 
     def renew_session(self, session: SessionKey, holder: str, *, ttl: float) -> bool:
         """Extend a lease ``holder`` still holds; False when it was lost to someone else."""

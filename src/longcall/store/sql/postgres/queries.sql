@@ -311,6 +311,19 @@ WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(sessi
   AND holder = %(holder)s AND fence = %(fence)s
   AND expires_at > lc_now(%(now)s);
 
+-- name: session_delivery_calls
+-- Which of ``call_ids`` (a JSON array) a live delivery holds on a session: its jobs claimed
+-- under the lease's holder and fence. A user turn's lease, or one that ran out, holds none.
+-- The jobs are found by session and call, the lookup the (session_id, call_id) index serves:
+-- no test of delivery = 'ready', which a claim implies (every way out of it clears the
+-- claim) and which would offer the planner the ready jobs' index instead.
+SELECT j.call_id FROM lc_session_leases l
+JOIN lc_jobs j ON j.claim_holder = l.holder AND j.claim_fence = l.fence
+WHERE l.app_name = %(app_name)s AND l.user_id = %(user_id)s AND l.session_id = %(session_id)s
+  AND l.kind = 'resume' AND l.holder <> '' AND l.expires_at > lc_now(%(now)s)
+  AND j.session_id = %(session_id)s AND j.call_id = ANY(ARRAY(SELECT jsonb_array_elements_text(%(call_ids)s::jsonb)))
+  AND COALESCE(j.user_id, '') = %(user_id)s AND COALESCE(j.app_name, '') = %(app_name)s;
+
 -- name: insert_outbox
 INSERT INTO lc_outbox (job_id, kind, available_at, holder, created_at)
 VALUES (%(job_id)s, %(kind)s, lc_now(%(now)s) + %(delay)s, %(holder)s, lc_now(%(now)s))
