@@ -19,7 +19,7 @@ pytest.importorskip("google.adk", reason="the adk extra is not installed")
 import httpx
 
 import longcall
-from adk.test_adk_server_worker import APP_NAME, BIN, free_port, process, wait_for, write_agents
+from adk.servers import APP_NAME, BIN, free_port, process, wait_for, write_agents
 from longcall import Delivery
 
 ADK_WEB_USER = "user"  # the dev UI's user id unless the address names another

@@ -82,16 +82,6 @@ def to_content(message: Message) -> types.Content:
     return types.Content(role="user", parts=parts)
 
 
-def calls_in(session: Session) -> dict[str, str]:
-    """Function call id -> invocation id, for every call the session holds."""
-    return {
-        call.id: event.invocation_id
-        for event in session.events
-        for call in event.get_function_calls()
-        if call.id
-    }
-
-
 def call_names(session: Session) -> dict[str, str]:
     """Function call id -> the called tool's name, for every call the session holds."""
     return {

@@ -82,7 +82,7 @@ class SessionOps(StoreCore):
             }
             return "joined" if held >= set(answers) else None
 
-        return self._transact(work)
+        return self._transact(work, durable=not self.relaxed_leases)
 
     def renew_session(self, session: SessionKey, holder: str, *, ttl: float) -> bool:
         """Extend a lease ``holder`` still holds; False when it was lost to someone else."""
