@@ -17,10 +17,11 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import logging
 import random
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from google.adk.errors._stale_session_error import StaleSessionError
@@ -105,6 +106,59 @@ def named_as_called(message: Message, names: Mapping[str, str]) -> Message:
     return dataclasses.replace(message, function_responses=responses)
 
 
+class KnownCalls:
+    """Function calls (id -> tool name) seen per ADK session, for the last 1000 sessions.
+
+    A call never leaves a session, so a call seen once needs no new load of the session to
+    prove it exists (loads cost the most in a delivery).
+    """
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._calls: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
+        self._limit = limit
+
+    def saw(self, user_id: str, session_id: str, session: Session) -> None:
+        self._calls[(user_id, session_id)] = call_names(session)
+        self._calls.move_to_end((user_id, session_id))
+        if len(self._calls) > self._limit:
+            self._calls.popitem(last=False)
+
+    async def names(
+        self,
+        message: Message,
+        *,
+        user_id: str,
+        session_id: str,
+        load: Callable[[], Awaitable[Session | None]],
+        where: str = "",
+    ) -> dict[str, str]:
+        """The names of the calls ``message`` answers, loading the session (``load``, which
+        calls :meth:`saw`) unless all were seen; UnknownCallError naming the first call the
+        session does not hold (``where`` says where the session lives)."""
+        wanted = {r.id for r in message.function_responses}
+        known = self._calls.get((user_id, session_id), {})
+        if not wanted <= known.keys():
+            session = await load()
+            known = call_names(session) if session is not None else {}
+        unknown = sorted(wanted - known.keys())
+        if unknown:
+            raise UnknownCallError(
+                f"ADK session {session_id!r} of user {user_id!r}{where} has no function call "
+                f"{unknown[0]!r}"
+            )
+        return known
+
+
+def holds_final_response(session: Session, call_id: str) -> bool:
+    """Whether ``session`` holds a closing (terminal) response to ``call_id``."""
+    for event in session.events:
+        for response in event.get_function_responses():
+            body: dict[str, Any] = dict(response.response or {})
+            if response.id == call_id and body.get("status") in FINAL_STATUSES:
+                return True
+    return False
+
+
 class AdkAgentRunner:
     """An :class:`~longcall.agents.AgentRunner` over a google-adk ``Runner``.
 
@@ -121,20 +175,14 @@ class AdkAgentRunner:
         self.app_name: str = runner.app_name
         self.stale_retries = stale_retries
         self.stale_backoff = stale_backoff
-        # Call ids (and their tool names) seen per session. A call never leaves a session,
-        # so a call seen once needs no new load of the session to prove it exists (loads
-        # cost the most here).
-        self._known_calls: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
+        self._known_calls = KnownCalls()
 
     async def _session(self, user_id: str, session_id: str) -> Session | None:
         session: Session | None = await self.runner.session_service.get_session(
             app_name=self.app_name, user_id=user_id, session_id=session_id
         )
         if session is not None:
-            self._known_calls[(user_id, session_id)] = call_names(session)
-            self._known_calls.move_to_end((user_id, session_id))
-            if len(self._known_calls) > 1000:
-                self._known_calls.popitem(last=False)
+            self._known_calls.saw(user_id, session_id, session)
         return session
 
     async def run(
@@ -142,17 +190,12 @@ class AdkAgentRunner:
     ) -> AsyncIterator[AgentEvent]:
         content = to_content(message)
         if message.function_responses:
-            wanted = {r.id for r in message.function_responses}
-            known = self._known_calls.get((user_id, session_id), {})
-            if not wanted <= known.keys():
-                session = await self._session(user_id, session_id)
-                known = call_names(session) if session is not None else {}
-            unknown = sorted(wanted - known.keys())
-            if unknown:
-                raise UnknownCallError(
-                    f"ADK session {session_id!r} of user {user_id!r} has no function call "
-                    f"{unknown[0]!r}"
-                )
+            known = await self._known_calls.names(
+                message,
+                user_id=user_id,
+                session_id=session_id,
+                load=functools.partial(self._session, user_id, session_id),
+            )
             content = to_content(named_as_called(message, known))
         token = RESUMING.set(True)
         fence_token = DELIVERY_FENCE.set(message.fence)
@@ -193,11 +236,4 @@ class AdkAgentRunner:
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
         """Whether the session already holds a closing (terminal) response to ``call_id``."""
         session = await self._session(user_id, session_id)
-        if session is None:
-            return False
-        for event in session.events:
-            for response in event.get_function_responses():
-                body: dict[str, Any] = dict(response.response or {})
-                if response.id == call_id and body.get("status") in FINAL_STATUSES:
-                    return True
-        return False
+        return session is not None and holds_final_response(session, call_id)

@@ -19,7 +19,7 @@ delivery's claimed calls, so a deliverer that lost its lease before posting send
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import functools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -29,14 +29,14 @@ from google.adk.events.event import Event
 from google.adk.sessions.session import Session
 
 from longcall.adk.runner import (
-    FINAL_STATUSES,
-    call_names,
+    KnownCalls,
+    holds_final_response,
     named_as_called,
     to_agent_event,
     to_content,
 )
 from longcall.agents import AgentEvent, Message
-from longcall.errors import AgentError, UnknownCallError
+from longcall.errors import AgentError
 
 EXCERPT = 300  # characters of an error response's body quoted in the error
 
@@ -72,26 +72,20 @@ class AdkServerRunner:
         self.headers = dict(headers or {})
         self.timeout = httpx.Timeout(timeout, connect=10.0)
         self._client = client
-        # Call ids (and their tool names) seen per session. A call never leaves a session,
-        # so a call seen once needs no new load of the session to prove it exists.
-        self._known_calls: OrderedDict[tuple[str, str], dict[str, str]] = OrderedDict()
+        self._known_calls = KnownCalls()
 
     async def run(
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
         content = to_content(message)
         if message.function_responses:
-            wanted = {r.id for r in message.function_responses}
-            known = self._known_calls.get((user_id, session_id), {})
-            if not wanted <= known.keys():
-                session = await self._session(user_id, session_id)
-                known = call_names(session) if session is not None else {}
-            unknown = sorted(wanted - known.keys())
-            if unknown:
-                raise UnknownCallError(
-                    f"ADK session {session_id!r} of user {user_id!r} in app {self.app_name!r} "
-                    f"at {self.base_url} has no function call {unknown[0]!r}"
-                )
+            known = await self._known_calls.names(
+                message,
+                user_id=user_id,
+                session_id=session_id,
+                load=functools.partial(self._session, user_id, session_id),
+                where=f" in app {self.app_name!r} at {self.base_url}",
+            )
             # Under the name of the call each answers, as AdkAgentRunner sends them.
             content = to_content(named_as_called(message, known))
         if message.fence is not None:
@@ -111,14 +105,7 @@ class AdkServerRunner:
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
         """Whether the session already holds a closing (terminal) response to ``call_id``."""
         session = await self._session(user_id, session_id)
-        if session is None:
-            return False
-        for event in session.events:
-            for response in event.get_function_responses():
-                body: dict[str, Any] = dict(response.response or {})
-                if response.id == call_id and body.get("status") in FINAL_STATUSES:
-                    return True
-        return False
+        return session is not None and holds_final_response(session, call_id)
 
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
         """The session's events, in longcall's terms (empty for an unknown session)."""
@@ -137,10 +124,7 @@ class AdkServerRunner:
             return None
         _check(response, f"GET {path}")
         session = Session.model_validate(response.json())
-        self._known_calls[(user_id, session_id)] = call_names(session)
-        self._known_calls.move_to_end((user_id, session_id))
-        if len(self._known_calls) > 1000:
-            self._known_calls.popitem(last=False)
+        self._known_calls.saw(user_id, session_id, session)
         return session
 
     async def _check_app(self) -> None:
