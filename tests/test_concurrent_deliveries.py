@@ -338,6 +338,19 @@ def test_a_session_claimed_again_mid_delivery_waits_for_it(app: longcall.App) ->
     assert worker.deliverer.stats["fence_lost"] == 1
 
 
+def heartbeat_held_at_stop(call_id: str, held_open: asyncio.Event) -> type[delivery._Heartbeat]:
+    """A delivery heartbeat that, for the delivery of ``call_id``, holds its task at its end
+    (after its last commit released the session's lease) until ``held_open`` is set."""
+
+    class HeartbeatHeldAtStop(delivery._Heartbeat):
+        async def stop(self) -> None:
+            await super().stop()
+            if self._jobs[0].call_id == call_id:
+                await held_open.wait()
+
+    return HeartbeatHeldAtStop
+
+
 def test_a_session_claimed_between_its_release_and_the_delivery_s_end_is_not_stuck(
     app: longcall.App, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -351,15 +364,8 @@ def test_a_session_claimed_between_its_release_and_the_delivery_s_end_is_not_stu
     assert worker.deliverer is not None
     held_open = asyncio.Event()  # bound to the scenario's loop on first use
 
-    class HeartbeatHeldAtStop(delivery._Heartbeat):
-        """Holds the first delivery of s1 in the moment after its lease was released."""
-
-        async def stop(self) -> None:
-            await super().stop()
-            if self._jobs[0].call_id == "c-1":
-                await held_open.wait()
-
-    monkeypatch.setattr(delivery, "_Heartbeat", HeartbeatHeldAtStop)
+    # Holds the first delivery of s1 in the moment after its lease was released.
+    monkeypatch.setattr(delivery, "_Heartbeat", heartbeat_held_at_stop("c-1", held_open))
     caplog.set_level(logging.INFO, logger="longcall.delivery")
 
     async def scenario() -> float:
@@ -400,12 +406,6 @@ def test_a_delivery_ending_while_a_newer_claim_gives_back_does_not_strand_its_jo
     assert deliverer is not None
     held_open = asyncio.Event()
 
-    class HeartbeatHeldAtStop(delivery._Heartbeat):
-        async def stop(self) -> None:
-            await super().stop()
-            if self._jobs[0].call_id == "c-1":
-                await held_open.wait()
-
     give_back = deliverer._give_back
 
     async def give_back_after_the_first_delivery_ended(jobs: list[longcall.Job]) -> None:
@@ -417,7 +417,7 @@ def test_a_delivery_ending_while_a_newer_claim_gives_back_does_not_strand_its_jo
             )
         await give_back(jobs)
 
-    monkeypatch.setattr(delivery, "_Heartbeat", HeartbeatHeldAtStop)
+    monkeypatch.setattr(delivery, "_Heartbeat", heartbeat_held_at_stop("c-1", held_open))
     monkeypatch.setattr(deliverer, "_give_back", give_back_after_the_first_delivery_ended)
     caplog.set_level(logging.INFO, logger="longcall.delivery")
 
