@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from longcall.store.runs import Run, RunEvent
     from longcall.sweeper import Sweeper
     from longcall.worker import Worker
-    from longcall.workflows import RetryPolicy, RunDetails, Task, Workflow
+    from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
     from longcall.workflows.runs import TaskDecorator, WorkflowDecorator
     from longcall.workflows.state import Reducer, StateSchemaValidator
     from longcall.workflows.worker import RunWorker
@@ -60,6 +60,9 @@ log = logging.getLogger("longcall")
 P = ParamSpec("P")
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
 
 DEFAULT_URL = "sqlite:///longcall.db"
 
@@ -471,6 +474,20 @@ class App:
         )
 
     # -- workflows ----------------------------------------------------------------------
+
+    # A task whose last parameter is the TaskContext is called without it (the run supplies
+    # it); see TaskDecorator.
+    @overload
+    def task(self, func: Callable[[TaskContext], T], /) -> Task[[], T]: ...
+
+    @overload
+    def task(self, func: Callable[[A1, TaskContext], T], /) -> Task[[A1], T]: ...
+
+    @overload
+    def task(self, func: Callable[[A1, A2, TaskContext], T], /) -> Task[[A1, A2], T]: ...
+
+    @overload
+    def task(self, func: Callable[[A1, A2, A3, TaskContext], T], /) -> Task[[A1, A2, A3], T]: ...
 
     @overload
     def task(self, func: Callable[P, T], /) -> Task[P, T]: ...

@@ -48,6 +48,17 @@ async def count_items(order_id: str) -> int:
     return 3
 
 
+@app.task
+async def wait_for(seconds: float, ctx: longcall.TaskContext) -> str:
+    ctx.emit("waiting", {"seconds": seconds})
+    return "done"
+
+
+@app.task(name="note")
+def note(text: str, ctx: longcall.TaskContext) -> None:
+    ctx.emit("note", text)
+
+
 @app.workflow("refund")
 def refund(order: Order, ctx: longcall.TaskContext) -> dict[str, Any]:
     # expect: dict[str, bool]
@@ -57,6 +68,9 @@ def refund(order: Order, ctx: longcall.TaskContext) -> dict[str, Any]:
     approval = ctx.interrupt(f"Refund {order.amount}?", schema=Approval)
     # expect: Any
     reveal_type(approval)
+    # The run supplies a task's context: the call leaves it out.
+    # expect: None
+    reveal_type(note(f"approved by {approval.approver}"))
     refund_id = issue_refund(order.id, order.amount)
     # expect: str
     reveal_type(refund_id)
@@ -66,9 +80,16 @@ def refund(order: Order, ctx: longcall.TaskContext) -> dict[str, Any]:
 @app.workflow
 async def count(order: Order, ctx: longcall.TaskContext) -> int:
     counted = await count_items(order.id)
+    # expect: str
+    reveal_type(await wait_for(0.5))
     # expect: int
     reveal_type(counted)
     return counted
+
+
+@app.workflow("count-later", state={})
+async def count_later(order: Order) -> list[int]:
+    return [await count_items(order.id)]
 
 
 # expect: longcall.tools.LongRunningTool
@@ -77,10 +98,14 @@ reveal_type(start_sales_report)
 reveal_type(fetch_order)
 # expect: longcall.workflows.engine.Task[[order_id: str], typing.Coroutine[Any, Any, int]]
 reveal_type(count_items)
+# expect: longcall.workflows.engine.Task[[float], typing.Coroutine[Any, Any, str]]
+reveal_type(wait_for)
 # expect: longcall.workflows.runs.Workflow[[order: readme_user.Order, ctx: longcall.workflows.engine.TaskContext], dict[str, Any]]
 reveal_type(refund)
 # expect: longcall.workflows.runs.Workflow[[order: readme_user.Order, ctx: longcall.workflows.engine.TaskContext], int]
 reveal_type(count)
+# expect: longcall.workflows.runs.Workflow[[order: readme_user.Order], list[int]]
+reveal_type(count_later)
 
 run = app.run_workflow(refund, Order(id="A-17", amount=42.0))
 # expect: longcall.store.runs.Run
@@ -121,6 +146,8 @@ app.sweeper(interval=[5])
 issue_refund("A-17", "lots")
 # expect: error[call-arg]
 fetch_order()
+# expect: error[call-arg]
+note("x", "not a context")
 # expect: error[operator]
 fetch_order("A-17")["paid"] + "x"
 # expect: error[operator]

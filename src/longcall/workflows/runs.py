@@ -167,9 +167,33 @@ class WorkflowDecorator(Protocol):
     def __call__(self, func: Callable[P, R], /) -> Workflow[P, R]: ...
 
 
-class TaskDecorator(Protocol):
-    """What ``@app.task(name=..., retry=...)`` returns."""
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
 
+
+class TaskDecorator(Protocol):
+    """What ``@app.task(name=..., retry=...)`` returns.
+
+    A task whose last parameter is the :class:`TaskContext` is called without it (the run
+    supplies it): typed so for up to three parameters before it, which lose their names.
+    """
+
+    @overload
+    def __call__(self, func: Callable[[TaskContext], R], /) -> Task[[], R]: ...
+
+    @overload
+    def __call__(self, func: Callable[[A1, TaskContext], R], /) -> Task[[A1], R]: ...
+
+    @overload
+    def __call__(self, func: Callable[[A1, A2, TaskContext], R], /) -> Task[[A1, A2], R]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[A1, A2, A3, TaskContext], R], /
+    ) -> Task[[A1, A2, A3], R]: ...
+
+    @overload
     def __call__(self, func: Callable[P, R], /) -> Task[P, R]: ...
 
 
