@@ -23,6 +23,7 @@ import longcall
 from longcall import Delivery, JobState, Message
 from longcall.delivery import response_of
 from longcall.dispatcher import Dispatcher
+from longcall.sweeper import Sweeper
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
 EXPORT_RULE = longcall.Rule(r"export (\d+)", calls=[("export", lambda m: {"n": int(m[1])})])
@@ -782,7 +783,7 @@ def test_concurrent_sweepers_expire_each_overdue_job_once(
     sweepers = [app.sweeper(batch=7), app.sweeper(batch=7)]
     barrier = threading.Barrier(2)
 
-    def sweep(sweeper: longcall.Sweeper) -> list[str]:
+    def sweep(sweeper: Sweeper) -> list[str]:
         barrier.wait(timeout=30)
         return [j.job_id for j in sweeper.sweep()]
 

@@ -21,17 +21,25 @@ from longcall.errors import (
     AgentError,
     AttachConflict,
     ConfigError,
+    CronNotFound,
     FenceLost,
+    InvalidAnswer,
     InvalidValue,
     JobNotFound,
     LongcallError,
+    NonDeterminismError,
     NotRedeliverable,
+    RunNotFound,
+    RunStateError,
     SchemaError,
     StoreError,
     StoreUnavailable,
     SyncInAsyncError,
+    TaskError,
     ToolArgumentsError,
     UnknownCallError,
+    WorkflowError,
+    WorkflowNotFound,
 )
 from longcall.jobs import (
     CallIds,
@@ -44,21 +52,39 @@ from longcall.jobs import (
     job_id_for,
 )
 from longcall.scripted import Rule, ScriptedAgent
-from longcall.sweeper import Sweeper
 from longcall.tools import JobHandle, LongRunningTool
 from longcall.worker import Worker
-from longcall.workflows import RetryPolicy, RunStatus, TaskContext
+from longcall.workflows import (
+    Interrupt,
+    RetryPolicy,
+    Run,
+    RunDetails,
+    RunEvent,
+    RunStatus,
+    StateSchemaValidator,
+    Task,
+    TaskContext,
+    Workflow,
+)
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # Names kept for one release after a rename.
-    if name == "Resumer":
-        from longcall.deprecation import deprecated
+    # Names kept for one release: renamed ones, and internals no longer exported here.
+    from longcall.deprecation import deprecated
 
+    if name == "Resumer":
         deprecated("longcall.Resumer", "longcall.Deliverer")
         return Deliverer
+    if name == "InvalidResume":
+        deprecated("longcall.InvalidResume", "longcall.InvalidAnswer")
+        return InvalidAnswer
+    if name == "Sweeper":
+        from longcall.sweeper import Sweeper
+
+        deprecated("longcall.Sweeper", "app.sweeper() or longcall.sweeper.Sweeper")
+        return Sweeper
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -72,6 +98,7 @@ __all__ = [
     "CallObserver",
     "Clock",
     "ConfigError",
+    "CronNotFound",
     "Deliverer",
     "Delivery",
     "FakeClock",
@@ -80,6 +107,8 @@ __all__ = [
     "FinishOutcome",
     "FunctionCall",
     "FunctionResponse",
+    "Interrupt",
+    "InvalidAnswer",
     "InvalidValue",
     "Job",
     "JobEvent",
@@ -89,22 +118,33 @@ __all__ = [
     "LongRunningTool",
     "LongcallError",
     "Message",
+    "NonDeterminismError",
     "NotRedeliverable",
     "RetryPolicy",
     "Rule",
+    "Run",
+    "RunDetails",
+    "RunEvent",
+    "RunNotFound",
+    "RunStateError",
     "RunStatus",
     "SchemaError",
     "ScriptedAgent",
     "SessionKey",
+    "StateSchemaValidator",
     "StoreError",
     "StoreUnavailable",
-    "Sweeper",
     "SyncInAsyncError",
     "SystemClock",
+    "Task",
     "TaskContext",
+    "TaskError",
     "ToolArgumentsError",
     "UnknownCallError",
     "Worker",
+    "Workflow",
+    "WorkflowError",
+    "WorkflowNotFound",
     "__version__",
     "job_id_for",
 ]

@@ -16,7 +16,7 @@ import os
 import socket
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -38,11 +38,21 @@ from longcall.store.base import Ingested
 from longcall.tools import JobHandle, LongRunningTool
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from longcall.delivery import Deliverer
+    from longcall.options import (
+        DelivererOptions,
+        JobFilters,
+        RunWorkerOptions,
+        SweeperOptions,
+        WorkerOptions,
+    )
     from longcall.store.runs import Run, RunEvent
     from longcall.sweeper import Sweeper
     from longcall.worker import Worker
-    from longcall.workflows import RetryPolicy, RunDetails, Workflow
+    from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
+    from longcall.workflows.runs import TaskDecorator, WorkflowDecorator
     from longcall.workflows.state import Reducer, StateSchemaValidator
     from longcall.workflows.worker import RunWorker
 
@@ -50,6 +60,9 @@ log = logging.getLogger("longcall")
 P = ParamSpec("P")
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
 
 DEFAULT_URL = "sqlite:///longcall.db"
 
@@ -374,12 +387,12 @@ class App:
     async def get_job_async(self, job_id: str) -> Job:
         return await self.in_thread(self.store.get_job, job_id)
 
-    def list_jobs(self, **filters: Any) -> list[Job]:
+    def list_jobs(self, **filters: Unpack[JobFilters]) -> list[Job]:
         """Newest first; filters: state, tool_name, session_id, user_id, delivery, before, limit."""
         self.refuse_in_loop("list_jobs")
         return self.store.list_jobs(**filters)
 
-    async def list_jobs_async(self, **filters: Any) -> list[Job]:
+    async def list_jobs_async(self, **filters: Unpack[JobFilters]) -> list[Job]:
         return await self.in_thread(self.store.list_jobs, **filters)
 
     def job_events(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
@@ -462,16 +475,57 @@ class App:
 
     # -- workflows ----------------------------------------------------------------------
 
+    # A task whose last parameter is the TaskContext is called without it (the run supplies
+    # it); see TaskDecorator.
+    @overload
+    def task(self, func: Callable[[TaskContext], T], /) -> Task[[], T]: ...
+
+    @overload
+    def task(self, func: Callable[[A1, TaskContext], T], /) -> Task[[A1], T]: ...
+
+    @overload
+    def task(self, func: Callable[[A1, A2, TaskContext], T], /) -> Task[[A1, A2], T]: ...
+
+    @overload
+    def task(self, func: Callable[[A1, A2, A3, TaskContext], T], /) -> Task[[A1, A2, A3], T]: ...
+
+    @overload
+    def task(self, func: Callable[P, T], /) -> Task[P, T]: ...
+
+    @overload
+    def task(
+        self, func: None = None, /, *, name: str | None = None, retry: RetryPolicy | None = None
+    ) -> TaskDecorator: ...
+
     def task(
         self,
-        func: Callable[..., Any] | None = None,
+        func: Callable[P, T] | None = None,
         /,
         *,
         name: str | None = None,
         retry: RetryPolicy | None = None,
-    ) -> Any:
-        """Make a function a task: each call inside a run is checkpointed before it returns."""
+    ) -> Task[P, T] | TaskDecorator:
+        """Make a function a task: each call inside a run is checkpointed before it returns.
+
+        The task keeps the function's type: called with its parameters, it returns what the
+        function returns (an async task, a coroutine to await)."""
         return self.workflows.task(func, name=name, retry=retry)
+
+    @overload
+    def workflow(self, func: Callable[P, Coroutine[Any, Any, T]], /) -> Workflow[P, T]: ...
+
+    @overload
+    def workflow(self, func: Callable[P, T], /) -> Workflow[P, T]: ...
+
+    @overload
+    def workflow(
+        self,
+        workflow_id: str | None = None,
+        /,
+        *,
+        state: Mapping[str, Reducer] | None = None,
+        validator: StateSchemaValidator | None = None,
+    ) -> WorkflowDecorator: ...
 
     def workflow(
         self,
@@ -480,12 +534,15 @@ class App:
         *,
         state: Mapping[str, Reducer] | None = None,
         validator: StateSchemaValidator | None = None,
-    ) -> Any:
-        """Register a workflow under ``workflow_id`` (the function's name by default)."""
+    ) -> Workflow[..., Any] | WorkflowDecorator:
+        """Register a workflow under ``workflow_id`` (the function's name by default).
+
+        ``Workflow[P, R]``: ``R`` is what the body returns (awaited, for an async one);
+        ``workflow.result_of(run)`` reads a completed run's result as an ``R``."""
         return self.workflows.workflow(workflow_id, state=state, validator=validator)
 
     def run_workflow(
-        self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
+        self, workflow: str | Workflow[..., Any], input: Any = None, *, run_id: str | None = None
     ) -> Run:
         """Start a run and execute it here until it completes, fails or waits for input
         (:meth:`submit_run` queues it for a worker instead).
@@ -500,7 +557,7 @@ class App:
         return dataclasses.replace(self.workflows.execute((run, [], {})), created=True)
 
     async def run_workflow_async(
-        self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
+        self, workflow: str | Workflow[..., Any], input: Any = None, *, run_id: str | None = None
     ) -> Run:
         run, created = await self.in_thread(self.workflows.start, workflow, input, run_id=run_id)
         if not created:
@@ -551,7 +608,7 @@ class App:
 
     def submit_run(
         self,
-        workflow: str | Workflow,
+        workflow: str | Workflow[..., Any],
         input: Any = None,
         *,
         run_id: str | None = None,
@@ -609,7 +666,7 @@ class App:
         deprecated("App.answer_run", "App.submit_answers")
         return self.submit_answers(run_id, values)
 
-    def run_worker(self, **options: Any) -> RunWorker:
+    def run_worker(self, **options: Unpack[RunWorkerOptions]) -> RunWorker:
         """A loop that claims and executes background runs: ``await worker.run(stop)``."""
         from longcall.workflows.worker import RunWorker
 
@@ -631,19 +688,19 @@ class App:
 
     # -- background loops ---------------------------------------------------------------
 
-    def deliverer(self, runner: AgentRunner, **options: Any) -> Deliverer:
+    def deliverer(self, runner: AgentRunner, **options: Unpack[DelivererOptions]) -> Deliverer:
         """The loop that hands finished jobs back to ``runner``'s sessions (the worker runs
         one; this is for running it alone)."""
         from longcall.delivery import Deliverer
 
         return Deliverer(self, runner, **options)
 
-    def resumer(self, runner: AgentRunner, **options: Any) -> Deliverer:
+    def resumer(self, runner: AgentRunner, **options: Unpack[DelivererOptions]) -> Deliverer:
         """Deprecated name of :meth:`deliverer`."""
         deprecated("App.resumer", "App.deliverer")
         return self.deliverer(runner, **options)
 
-    def sweeper(self, **options: Any) -> Sweeper:
+    def sweeper(self, **options: Unpack[SweeperOptions]) -> Sweeper:
         from longcall.sweeper import Sweeper
 
         return Sweeper(self, **options)
@@ -653,7 +710,7 @@ class App:
         runner: AgentRunner | None = None,
         *,
         runners: Sequence[AgentRunner] = (),
-        **options: Any,
+        **options: Unpack[WorkerOptions],
     ) -> Worker:
         """The worker loops: deliveries to ``runner`` (or to each of ``runners``, one per ADK
         app: each app's jobs go to its own runner), deadlines, submissions and, when

@@ -26,7 +26,7 @@ import time
 import typing
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 import pydantic
 from pydantic_core import to_jsonable_python
@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("longcall.workflows")
 
 KEY = re.compile(r"^interrupt-[1-9][0-9]*$")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class Suspend(BaseException):
@@ -390,11 +393,15 @@ class Execution:
         return step
 
 
-class Task:
-    """A function whose every call in a run is checkpointed (``@app.task``)."""
+class Task(Generic[P, R]):
+    """A function whose every call in a run is checkpointed (``@app.task``).
 
-    def __init__(self, func: Callable[..., Any], *, name: str, retry: RetryPolicy) -> None:
-        self.func = func
+    Typed as the function it wraps: ``Task[P, R]`` is called with the function's parameters
+    and returns what it returns (a coroutine for an async task, to ``await``).
+    """
+
+    def __init__(self, func: Callable[P, R], *, name: str, retry: RetryPolicy) -> None:
+        self.func: Callable[..., Any] = func
         self.name = name
         self.retry = retry
         self.is_async = inspect.iscoroutinefunction(func)
@@ -424,7 +431,11 @@ class Task:
     def _decode(self, value: Any) -> Any:
         return value if self._adapter is None else self._adapter.validate_python(value)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        # What ``func`` returns (its recorded result on a replay), or the coroutine of it.
+        return typing.cast(R, self._call(args, kwargs))
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         exe = _execution.get()
         if self.context_param is not None and exe is not None:
             kwargs.setdefault(self.context_param, exe.ctx)

@@ -13,9 +13,9 @@ import inspect
 import logging
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import pydantic
 from pydantic_core import to_jsonable_python
@@ -61,19 +61,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("longcall.workflows")
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-class Workflow:
-    """A registered workflow: its body, the type of its input and output, its state fields."""
+
+class Workflow(Generic[P, R]):
+    """A registered workflow: its body, the type of its input and output, its state fields.
+
+    ``Workflow[P, R]``: the body's parameters, and what a completed run of it returns (what
+    an async body returns once awaited); :meth:`result_of` reads that from a run.
+    """
 
     def __init__(
         self,
-        func: Callable[..., Any],
+        func: Callable[P, R] | Callable[P, Coroutine[Any, Any, R]],
         workflow_id: str,
         *,
         state: Mapping[str, Reducer] | None,
         validator: StateSchemaValidator | None,
     ) -> None:
-        self.func = func
+        self.func: Callable[..., Any] = func
         self.workflow_id = workflow_id
         self.state_fields = dict(state or {})
         self.validator = validator
@@ -100,6 +107,21 @@ class Workflow:
 
     def __repr__(self) -> str:
         return f"<longcall workflow {self.workflow_id!r}>"
+
+    def result_of(self, run: Run) -> R:
+        """A completed run's result as the type the workflow returns (``run.result`` is its
+        JSON form: a model comes back as a dict there). Raises :class:`RunStateError` for a
+        run of another workflow or one not completed: it has no result to read."""
+        if run.workflow_id != self.workflow_id:
+            raise RunStateError(
+                f"run {run.run_id!r} is a run of {run.workflow_id!r}, not of {self.workflow_id!r}"
+            )
+        if run.status is not RunStatus.COMPLETED:
+            raise RunStateError(
+                f"run {run.run_id!r} is {run.status.value}: only a completed run has a result"
+            )
+        result: R = self.output_adapter.validate_python(run.result)
+        return result
 
     def encode_input(self, value: Any) -> Any:
         """The input as JSON data, after checking it against the input's type."""
@@ -133,6 +155,46 @@ class RunDetails:
         if self.run.status is not RunStatus.WAITING_INPUT:
             return []
         return [i for i in self.interrupts if i.asked_at is not None and not i.answered]
+
+
+class WorkflowDecorator(Protocol):
+    """What ``@app.workflow("id", ...)`` returns: it registers a sync or an async body."""
+
+    @overload
+    def __call__(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> Workflow[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> Workflow[P, R]: ...
+
+
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
+
+
+class TaskDecorator(Protocol):
+    """What ``@app.task(name=..., retry=...)`` returns.
+
+    A task whose last parameter is the :class:`TaskContext` is called without it (the run
+    supplies it): typed so for up to three parameters before it, which lose their names.
+    """
+
+    @overload
+    def __call__(self, func: Callable[[TaskContext], R], /) -> Task[[], R]: ...
+
+    @overload
+    def __call__(self, func: Callable[[A1, TaskContext], R], /) -> Task[[A1], R]: ...
+
+    @overload
+    def __call__(self, func: Callable[[A1, A2, TaskContext], R], /) -> Task[[A1, A2], R]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[A1, A2, A3, TaskContext], R], /
+    ) -> Task[[A1, A2, A3], R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> Task[P, R]: ...
 
 
 # Failures a retry would only repeat.
@@ -170,8 +232,8 @@ class Workflows:
         self.lease = lease
         self.retry_base = retry_base
         self.retry_cap = retry_cap
-        self.registry: dict[str, Workflow] = {}
-        self.tasks: dict[str, Task] = {}
+        self.registry: dict[str, Workflow[..., Any]] = {}
+        self.tasks: dict[str, Task[..., Any]] = {}
         self.heartbeat = Heartbeat(app.store, lease)
         # Sync runs hold their last checkpoint back for their end to write, up to this long
         # (where the store can write both in one statement); 0 writes each at once.
@@ -181,17 +243,17 @@ class Workflows:
 
     def task(
         self,
-        func: Callable[..., Any] | None = None,
+        func: Callable[P, R] | None = None,
         *,
         name: str | None = None,
         retry: RetryPolicy | None = None,
-    ) -> Any:
-        def register(f: Callable[..., Any]) -> Task:
+    ) -> Task[P, R] | TaskDecorator:
+        def register(f: Callable[P, R]) -> Task[P, R]:
             task = Task(f, name=name or f.__qualname__, retry=retry or RetryPolicy())
             self.tasks[task.name] = task
             return task
 
-        return register(func) if func is not None else register
+        return register(func) if func is not None else register  # type: ignore[return-value]
 
     def workflow(
         self,
@@ -199,9 +261,11 @@ class Workflows:
         *,
         state: Mapping[str, Reducer] | None = None,
         validator: StateSchemaValidator | None = None,
-    ) -> Any:
-        def register(f: Callable[..., Any], wid: str | None) -> Workflow:
-            wf = Workflow(f, wid or f.__name__, state=state, validator=validator)
+    ) -> Workflow[..., Any] | WorkflowDecorator:
+        def register(f: Callable[..., Any], wid: str | None) -> Workflow[..., Any]:
+            wf: Workflow[..., Any] = Workflow(
+                f, wid or f.__name__, state=state, validator=validator
+            )
             if wf.workflow_id in self.registry:
                 raise WorkflowError(f"a workflow {wf.workflow_id!r} is already registered")
             self.registry[wf.workflow_id] = wf
@@ -209,9 +273,9 @@ class Workflows:
 
         if callable(workflow_id):
             return register(workflow_id, None)
-        return lambda f: register(f, workflow_id)
+        return lambda f: register(f, workflow_id)  # type: ignore[return-value]
 
-    def resolve(self, workflow: str | Workflow) -> Workflow:
+    def resolve(self, workflow: str | Workflow[..., Any]) -> Workflow[..., Any]:
         if isinstance(workflow, Workflow):
             return workflow
         from longcall.errors import WorkflowNotFound
@@ -224,7 +288,7 @@ class Workflows:
     # -- starting and executing -------------------------------------------------------------
 
     def start(
-        self, workflow: str | Workflow, input: Any = None, *, run_id: str | None = None
+        self, workflow: str | Workflow[..., Any], input: Any = None, *, run_id: str | None = None
     ) -> tuple[Run, bool]:
         """Create a run held by this app, ready to execute here (the existing one if the id
         is taken: True when it was created)."""
@@ -237,7 +301,7 @@ class Workflows:
             lease=self.lease,
         )
 
-    def _execution(self, wf: Workflow, held: Held) -> Execution:
+    def _execution(self, wf: Workflow[..., Any], held: Held) -> Execution:
         run, steps, interrupts = held
         assert run.holder is not None, "a run executes only where it is held"
         return Execution(
@@ -286,21 +350,25 @@ class Workflows:
             self.heartbeat.release(exe)
         return await self.app.in_thread(self._end, wf, exe, outcome, then_claim)
 
-    def _body(self, wf: Workflow, exe: Execution) -> tuple[RunStatus, Any, Any]:
+    def _body(self, wf: Workflow[..., Any], exe: Execution) -> tuple[RunStatus, Any, Any]:
         try:
             kwargs = wf.arguments(exe.run.input, exe.ctx)
             return self._finished(wf, exe, run_body(wf.func, exe, (), kwargs))
         except BaseException as exc:
             return self._stopped(exe, exc)
 
-    async def _body_async(self, wf: Workflow, exe: Execution) -> tuple[RunStatus, Any, Any]:
+    async def _body_async(
+        self, wf: Workflow[..., Any], exe: Execution
+    ) -> tuple[RunStatus, Any, Any]:
         try:
             kwargs = wf.arguments(exe.run.input, exe.ctx)
             return self._finished(wf, exe, await run_body_async(wf.func, exe, (), kwargs))
         except BaseException as exc:
             return self._stopped(exe, exc)
 
-    def _finished(self, wf: Workflow, exe: Execution, value: Any) -> tuple[RunStatus, Any, Any]:
+    def _finished(
+        self, wf: Workflow[..., Any], exe: Execution, value: Any
+    ) -> tuple[RunStatus, Any, Any]:
         if exe.divergence is not None:  # caught by the workflow: it still fails the run
             return RunStatus.FAILED, None, _error(exe.divergence)
         output = to_jsonable_python(wf.output_adapter.validate_python(value))
@@ -324,7 +392,7 @@ class Workflows:
 
     def _end(
         self,
-        wf: Workflow,
+        wf: Workflow[..., Any],
         exe: Execution,
         outcome: tuple[RunStatus, Any, Any],
         then_claim: NextClaim | None = None,
