@@ -321,7 +321,11 @@ class SqliteStore(Store):
             self._local.synchronous = wanted
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
-        return isinstance(exc, sqlite3.IntegrityError) and "UNIQUE" in str(exc)
+        # Extended result codes (Python 3.11+): no matching of SQLite's message text.
+        return isinstance(exc, sqlite3.IntegrityError) and exc.sqlite_errorcode in (
+            sqlite3.SQLITE_CONSTRAINT_UNIQUE,
+            sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY,
+        )
 
     def _schema_version(self) -> int | None:
         conn = self._conn()
