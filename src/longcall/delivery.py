@@ -21,13 +21,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-import random
 import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from longcall.agents import AgentEvent, AgentRunner, CallObserver, Fence, FunctionResponse, Message
+from longcall.backoff import exponential
 from longcall.errors import FenceLost, UnknownCallError
 from longcall.jobs import (
     Delivery,
@@ -324,8 +324,7 @@ class Deliverer:
 
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with jitter: about base, 2·base, 4·base … up to the cap."""
-        ceiling = min(self.retry_cap, self.retry_base * 2.0 ** max(attempt - 1, 0))
-        return ceiling * (0.5 + random.random() / 2)
+        return exponential(attempt, base=self.retry_base, cap=self.retry_cap)
 
     # -- the loop -----------------------------------------------------------------------
 

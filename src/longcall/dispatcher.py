@@ -16,9 +16,9 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import random
 from typing import TYPE_CHECKING
 
+from longcall.backoff import jittered
 from longcall.jobs import JobState, parse_duration
 from longcall.store import OutboxItem
 from longcall.tools import JobHandle, pending_answer
@@ -110,7 +110,7 @@ class Dispatcher:
                     {"error": f"the work could not be submitted: {error}"},
                 )
             return
-        delay = min(300.0, 2.0**item.attempts) * (0.5 + random.random() / 2)
+        delay = jittered(min(300.0, 2.0**item.attempts))
         log.warning(
             "%s of job %s failed (attempt %d), retrying in %.1fs: %s",
             item.kind,

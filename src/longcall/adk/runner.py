@@ -19,7 +19,6 @@ import contextvars
 import dataclasses
 import functools
 import logging
-import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -32,6 +31,7 @@ from google.genai import types
 
 from longcall.adk.fencing import DELIVERY_FENCE, fence_appends
 from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
+from longcall.backoff import exponential
 from longcall.errors import AgentError, UnknownCallError
 
 log = logging.getLogger("longcall.adk")
@@ -214,7 +214,7 @@ class AdkAgentRunner:
                     # events went out, the run is not ours to repeat.
                     if yielded or attempt == self.stale_retries:
                         raise AgentError(f"ADK session {session_id!r} stayed stale: {exc}") from exc
-                    delay = self.stale_backoff * 2 ** (attempt - 1) * (0.5 + random.random())
+                    delay = exponential(attempt, base=self.stale_backoff, cap=5.0)
                     log.warning("stale ADK session %s, retrying in %.2fs", session_id, delay)
                     await asyncio.sleep(delay)
                 except ValueError as exc:

@@ -10,7 +10,6 @@ operation is safe to run again.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 import weakref
@@ -18,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from longcall.backoff import jittered
 from longcall.clock import Clock
 from longcall.errors import (
     ConfigError,
@@ -307,7 +307,7 @@ class PostgresStore(Store):
                 if time.monotonic() > give_up_at:
                     raise StoreUnavailable(f"PostgreSQL unavailable: {exc}") from exc
                 log.warning("PostgreSQL error, retrying in %.2fs: %s", delay, exc)
-                self.retries.pause(delay * (1 + random.random()))
+                self.retries.pause(jittered(2 * delay))  # between delay and twice it
                 delay = min(delay * 2, 1.0)
             else:
                 self.retries.succeeded()

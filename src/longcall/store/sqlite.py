@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import random
 import sqlite3
 import threading
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from longcall.backoff import jittered
 from longcall.clock import Clock
 from longcall.errors import ConfigError, InvalidValue, SchemaError, StoreError, StoreUnavailable
 from longcall.ids import check_params
@@ -192,7 +192,7 @@ class SqliteStore(Store):
                 if time.monotonic() > give_up_at:
                     conn.close()
                     raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
-                time.sleep(0.005 * (1 + random.random()))
+                time.sleep(jittered(0.01))
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True, durable: bool = True) -> T:
         if not write:
@@ -266,7 +266,7 @@ class SqliteStore(Store):
                     self.retries.failed(f"SQLite stayed locked: {exc}")
                     if time.monotonic() > give_up_at:
                         raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
-                    self.retries.pause(delay * (1 + random.random()))
+                    self.retries.pause(jittered(2 * delay))  # between delay and twice it
                     delay = min(delay * 2, 0.2)
                 except sqlite3.DatabaseError as exc:
                     error = _refused(exc)

@@ -19,7 +19,6 @@ import hashlib
 import inspect
 import json
 import logging
-import random
 import re
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from longcall.backoff import exponential_ceiling, jittered
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.jobs import parse_duration
 from longcall.store.runs import Checkpoint, Interrupt, Run, Step
@@ -88,9 +88,13 @@ class RetryPolicy:
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after the ``attempt``-th failure."""
-        base = parse_duration(self.initial) * self.multiplier ** (attempt - 1)
-        wait = min(base, parse_duration(self.maximum))
-        return wait * (0.5 + random.random() / 2) if self.jitter else wait
+        wait = exponential_ceiling(
+            attempt,
+            base=parse_duration(self.initial),
+            cap=parse_duration(self.maximum),
+            factor=self.multiplier,
+        )
+        return jittered(wait) if self.jitter else wait
 
 
 @dataclass

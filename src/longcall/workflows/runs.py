@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ov
 import pydantic
 from pydantic_core import to_jsonable_python
 
+from longcall.backoff import exponential
 from longcall.errors import (
     InvalidAnswer,
     NonDeterminismError,
@@ -465,8 +465,7 @@ class Workflows:
 
     def backoff(self, attempt: int) -> float:
         """About base, 2·base, 4·base … up to the cap, each drawn between half and all."""
-        ceiling = min(self.retry_cap, self.retry_base * 2.0 ** (attempt - 1))
-        return ceiling * (0.5 + random.random() / 2)
+        return exponential(attempt, base=self.retry_base, cap=self.retry_cap)
 
     def _unregistered(self, run: Run) -> Run:
         error = {
