@@ -411,3 +411,31 @@ def test_sync_on_cancel_hook_runs_off_the_event_loop(db_url: str) -> None:
         assert asyncio.run(scenario()) == 1
         assert on_loop == [False]
         assert ticks >= 10
+
+
+def test_a_loop_that_dies_stops_the_worker_at_once(db_url: str) -> None:
+    """A worker loop that dies of an unhandled error is not left dead behind a live worker:
+    the other loops are cancelled, the worker's heartbeat row goes, and run() raises it."""
+    app = App(db_url)
+    agent = ScriptedAgent(app, rules=[])
+    worker = app.worker(agent, poll_interval="0.05s", sweep_interval="0.05s")
+
+    async def broken(stop: asyncio.Event) -> None:
+        await asyncio.sleep(0.2)
+        raise RuntimeError("the dispatcher broke")
+
+    worker.dispatcher.run = broken  # type: ignore[method-assign]
+
+    async def scenario() -> float:
+        started = time.monotonic()
+        with pytest.raises(ExceptionGroup) as raised:
+            await asyncio.wait_for(worker.run(handle_signals=False), 30)
+        assert [str(e) for e in raised.value.exceptions] == ["the dispatcher broke"]
+        return time.monotonic() - started
+
+    try:
+        took = asyncio.run(scenario())
+        assert took < 10, f"the worker went on for {took:.1f} s with a dead loop"
+        assert app.store.live_workers() == []
+    finally:
+        app.close()

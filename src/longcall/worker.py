@@ -21,7 +21,6 @@ the job.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import uuid
@@ -133,41 +132,47 @@ class Worker:
             self.stop_event.set()
 
     async def run(self, *, handle_signals: bool = True) -> None:
+        """Run every loop until :meth:`stop` (or SIGTERM / SIGINT), then drain them.
+
+        The loops run in one task group: a loop that dies of an error it does not handle
+        stops the worker at once (the other loops are cancelled) and the error is raised
+        here, so a supervisor sees a dead worker rather than one that quietly stopped
+        delivering or running.
+        """
         self.stop_event = stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
-        tasks = [
-            asyncio.create_task(self.sweeper.run(stop, each_pass=self.beat), name="sweeper"),
-            asyncio.create_task(self.dispatcher.run(stop), name="dispatcher"),
-        ]
-        for deliverer in self.deliverers:
-            tasks.append(
-                asyncio.create_task(deliverer.run(stop), name=f"deliverer {deliverer.app_name}")
-            )
-        if self.runs is not None:
-            tasks.append(asyncio.create_task(self.runs.run(stop), name="runs"))
-        if self.scheduler is not None:
-            tasks.append(asyncio.create_task(self.scheduler.run(stop), name="scheduler"))
         log.info("worker %s running", self.app.holder)
         try:
-            await stop.wait()
-            _done, pending = await asyncio.wait(tasks, timeout=self.drain_timeout)
-            for task in pending:
-                log.warning("cancelling %s after the drain timeout", task.get_name())
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            async with asyncio.TaskGroup() as group:
+                loops = [
+                    group.create_task(self.sweeper.run(stop, each_pass=self.beat), name="sweeper"),
+                    group.create_task(self.dispatcher.run(stop), name="dispatcher"),
+                ]
+                for deliverer in self.deliverers:
+                    name = f"deliverer {deliverer.app_name}"
+                    loops.append(group.create_task(deliverer.run(stop), name=name))
+                if self.runs is not None:
+                    loops.append(group.create_task(self.runs.run(stop), name="runs"))
+                if self.scheduler is not None:
+                    loops.append(group.create_task(self.scheduler.run(stop), name="scheduler"))
+                group.create_task(self._drain(stop, loops), name="drain")
         finally:
             if handle_signals:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
-            for task in tasks:
-                task.cancel()
             try:
                 await self.app.in_thread(self.app.store.forget_worker, self.worker_id)
             except Exception:  # its row runs out by itself
                 log.warning("worker %s could not delete its heartbeat", self.worker_id)
             log.info("worker %s stopped", self.app.holder)
+
+    async def _drain(self, stop: asyncio.Event, loops: list[asyncio.Task[None]]) -> None:
+        """Once stopped, give the loops ``drain_timeout`` to finish, then cancel the rest."""
+        await stop.wait()
+        _done, pending = await asyncio.wait(loops, timeout=self.drain_timeout)
+        for task in pending:
+            log.warning("cancelling %s after the drain timeout", task.get_name())
+            task.cancel()

@@ -9,6 +9,7 @@ uvicorn's HTTP protocol with a timed one: httptools (C parsing) by default, or h
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from typing import Any
 
@@ -19,6 +20,8 @@ from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.server.app import Settings, create_app
 from longcall.server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, HTTP, QuietDisconnects, protocol
+
+log = logging.getLogger("longcall.server")
 
 
 class Server(uvicorn.Server):
@@ -131,6 +134,16 @@ async def serve(
         # The API wakes this process's scheduler when a schedule changes.
         server.web.state.scheduler = loops.scheduler
     looping = asyncio.create_task(loops.run(handle_signals=False)) if loops else None
+    if looping is not None:
+
+        def loops_ended(task: asyncio.Task[None]) -> None:
+            # A dead worker loop must not leave a server that looks healthy: stop serving,
+            # and the error comes out of this function below.
+            if not task.cancelled() and task.exception() is not None:
+                log.error("the worker loops died; stopping the server")
+                server.should_exit = True
+
+        looping.add_done_callback(loops_ended)
     try:
         await server.serve(sockets=sockets)  # returns once a signal has drained the server
     finally:
