@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-from google.adk.errors._stale_session_error import StaleSessionError
+from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.runners import Runner
 from google.adk.sessions.session import Session
