@@ -20,6 +20,7 @@ from longcall.errors import ConfigError, StoreError
 from longcall.jobs import parse_duration
 from longcall.store import Store, open_store
 from longcall.store.queries import latest_version
+from longcall.webhook_secrets import check_secret
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -208,11 +209,7 @@ def _webhook_checks(store: Store) -> list[Check]:
 
 
 def _secret_works(secret: str) -> bool:
-    """Whether a secret can verify deliveries (taken on trust without the server extra)."""
-    try:
-        from longcall.webhooks import check_secret
-    except ImportError:
-        return True
+    """Whether a secret can verify deliveries."""
     try:
         check_secret(secret)
     except ConfigError:

@@ -38,7 +38,6 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from secrets import token_bytes
 from typing import Any, NoReturn
 
 try:
@@ -54,6 +53,13 @@ from longcall.errors import (
     WebhookError,
     WebhookTooLarge,
     WebhookUnauthorized,
+)
+from longcall.webhook_secrets import (
+    MIN_SECRET_BYTES,
+    SECRET_PREFIX,
+    check_secret,
+    decode_secret,
+    new_secret,
 )
 
 __all__ = [
@@ -79,9 +85,6 @@ DEFAULT_TOLERANCE = 300.0
 """Seconds a delivery's timestamp may lie before or after now (the spec's five minutes)."""
 MAX_DEPTH = 64
 """Deepest nesting of JSON arrays and objects :func:`verify` parses."""
-SECRET_PREFIX = "whsec_"
-MIN_SECRET_BYTES = 24
-"""The spec's minimum secret length; ``standardwebhooks`` itself accepts 8."""
 
 _ID, _TIMESTAMP, _SIGNATURE = "webhook-id", "webhook-timestamp", "webhook-signature"
 # Plain ASCII digits without leading zeros, so the text signed is the number itself: int()
@@ -132,7 +135,7 @@ def verify(
     """
     if isinstance(secrets, str):
         raise ConfigError("webhook secrets must be a list of secrets, not one string")
-    keys = [_decode_secret(s, f"webhook secret #{i + 1}") for i, s in enumerate(secrets)]
+    keys = [decode_secret(s, f"webhook secret #{i + 1}") for i, s in enumerate(secrets)]
     if not keys:
         raise ConfigError("no webhook secret is configured; every delivery would be refused")
     if tolerance < 0:
@@ -164,7 +167,7 @@ def sign(
     :class:`~longcall.errors.ConfigError` for a secret :func:`check_secret` refuses and
     ``ValueError`` for an empty id or a negative timestamp.
     """
-    key = _decode_secret(secret, "webhook secret")
+    key = decode_secret(secret, "webhook secret")
     webhook_id = f"msg_{uuid.uuid4().hex}" if webhook_id is None else webhook_id
     timestamp = int(time.time()) if timestamp is None else timestamp
     if not webhook_id:
@@ -177,40 +180,6 @@ def sign(
         _TIMESTAMP: str(timestamp),
         _SIGNATURE: "v1," + base64.b64encode(signature).decode("ascii"),
     }
-
-
-def new_secret() -> str:
-    """A fresh secret: ``whsec_`` and the base64 of 32 random bytes."""
-    return SECRET_PREFIX + base64.b64encode(token_bytes(32)).decode("ascii")
-
-
-def check_secret(secret: str) -> None:
-    """Refuse, with :class:`~longcall.errors.ConfigError`, a secret that cannot work.
-
-    A secret is ``whsec_`` followed by standard base64 (padding optional) of at least
-    :data:`MIN_SECRET_BYTES` bytes. Call it at start-up so a bad secret fails there rather
-    than on the first delivery. The error message never contains the secret.
-    """
-    _decode_secret(secret, "webhook secret")
-
-
-def _decode_secret(secret: str, label: str) -> bytes:
-    if not isinstance(secret, str) or not secret.startswith(SECRET_PREFIX):
-        raise ConfigError(f"{label} must start with {SECRET_PREFIX!r} followed by base64")
-    encoded = secret[len(SECRET_PREFIX) :]
-    try:
-        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), validate=True)
-    except ValueError:  # binascii.Error, or a non-ASCII character
-        raise ConfigError(
-            f"{label} is not valid base64 after {SECRET_PREFIX!r} "
-            "(standard alphabet A-Z a-z 0-9 + /, no spaces)"
-        ) from None  # the cause could quote the secret
-    if len(key) < MIN_SECRET_BYTES:
-        raise ConfigError(
-            f"{label} decodes to {len(key)} bytes; Standard Webhooks needs at least "
-            f"{MIN_SECRET_BYTES} (make one with longcall.webhooks.new_secret())"
-        )
-    return key
 
 
 def _read_headers(headers: Mapping[str, str]) -> tuple[str, str, str]:

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 
 from longcall.store.core import StoreCore, Tx
+from longcall.webhook_secrets import check_secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,10 +30,8 @@ class HookOps(StoreCore):
 
         A secret that could not verify anything (not ``whsec_`` + base64 of 24 bytes or more)
         raises ConfigError and nothing is stored: better refused here than at the first
-        delivery. (Secrets only serve the server, so its extra provides the check.)
+        delivery.
         """
-        from longcall.webhooks import check_secret
-
         check_secret(secret)
         now = self._now()
         secret_id = f"sec_{uuid.uuid4().hex[:12]}"
