@@ -40,6 +40,7 @@ from longcall.errors import (
 )
 from longcall.shapes import event_json, interrupt_json, run_json, step_json
 from longcall.store.runs import RunStatus
+from longcall.workflows.answers import answer_problems
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -404,8 +405,6 @@ old_name(runs, "resume", runs_answer)
 def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict[str, str]]:
     interrupts = app.store.run_interrupts(run_id)
     try:
-        from longcall.server.runs import answer_problems
-
         return answer_problems(interrupts, values)
-    except ImportError:  # no server extra: the run checks its answers where it executes
+    except ImportError:  # no jsonschema (server extra): the run checks its answers itself
         return []

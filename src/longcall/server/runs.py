@@ -58,6 +58,7 @@ from longcall.server.jobs import (
 )
 from longcall.shapes import event_json, interrupt_json, run_json, step_json
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus
+from longcall.workflows.answers import answer_problems
 from longcall.workflows.engine import KEY
 
 MAX_KEY = RULES["idempotency_key"].max_length  # characters in an Idempotency-Key
@@ -83,36 +84,6 @@ def details_json(app: App, run: Run) -> dict[str, Any]:
         "pendingInterrupts": [interrupt_json(i) for i in pending(run, interrupts)],
         "steps": [step_json(s) for s in app.store.run_steps(run.run_id)],
     }
-
-
-def answer_problems(
-    interrupts: Mapping[str, Interrupt], values: Mapping[str, Any]
-) -> list[dict[str, str]]:
-    """Answers that do not fit the JSON schema of the question they answer, as
-    ``{"key", "path", "message"}`` (the shape of :class:`~longcall.errors.InvalidAnswer`).
-
-    Checked with a Draft 2020-12 validator; a question without a schema takes anything, and
-    so does one not asked yet (the run checks that answer when it asks).
-    """
-    # jsonschema ships no type information (typeshed's types-jsonschema has it).
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    problems: list[dict[str, str]] = []
-    for key, value in values.items():
-        asked = interrupts.get(key)
-        if asked is None or asked.schema is None:
-            continue
-        try:
-            validator = Draft202012Validator(asked.schema)
-            found = sorted(validator.iter_errors(value), key=lambda e: e.json_path)
-        except SchemaError:  # not a schema this validator reads: the run checks the answer
-            continue
-        problems += [
-            {"key": key, "path": ".".join(str(p) for p in e.absolute_path), "message": e.message}
-            for e in found
-        ]
-    return problems
 
 
 # -- requests ---------------------------------------------------------------------------------

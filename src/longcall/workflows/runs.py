@@ -38,9 +38,9 @@ from longcall.store.runs import (
     RunStatus,
     Step,
 )
+from longcall.workflows.answers import check_answers, key_number
 from longcall.workflows.checkpoints import LateCheckpoints
 from longcall.workflows.engine import (
-    KEY,
     Cancelled,
     Execution,
     Lost,
@@ -203,17 +203,6 @@ NOT_RETRIED = frozenset({"NonDeterminismError", "WorkflowNotFound"})
 
 def _error(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
-
-
-def _key_number(key: str) -> int:
-    return int(key.rsplit("-", 1)[1]) if KEY.match(key) else 0
-
-
-def _gap(last_asked: int, number: int, filled: set[int]) -> bool:
-    """Whether a question between the last one asked and ``number`` has no answer in
-    ``filled`` (counted, not walked: a key's number may be huge)."""
-    between = sum(1 for n in filled if last_asked < n < number)
-    return between < number - last_asked - 1
 
 
 class Workflows:
@@ -476,56 +465,8 @@ class Workflows:
 
     # -- resuming ------------------------------------------------------------------------------
 
-    @staticmethod
-    def check_answers(run: Run, known: dict[str, Interrupt], values: Mapping[str, Any]) -> None:
-        """Refuse, before anything is stored, answers that cannot be taken.
-
-        A key must name a question the run waits on (asked, not answered), or one it has not
-        asked yet that follows the questions asked without a gap (``interrupt-2`` given
-        together with ``interrupt-1``, which the run waits on); the run takes such an answer
-        ahead when it asks. Any other key (``interrupt-7`` while the run waits on
-        ``interrupt-1``), a question already answered (answers are final) and an empty
-        resume raise :class:`InvalidAnswer` listing every key at fault.
-        """
-        if run.status is not RunStatus.WAITING_INPUT:
-            raise RunStateError(f"run {run.run_id!r} is {run.status.value}, not waiting for input")
-        waiting = sorted(
-            (k for k, i in known.items() if i.asked_at is not None and not i.answered),
-            key=_key_number,
-        )
-        last_asked = max(
-            (_key_number(k) for k, i in known.items() if i.asked_at is not None), default=0
-        )
-        # Numbers an answer ahead may follow: recorded before (asked, or given ahead by an
-        # earlier resume) or given now.
-        filled = {_key_number(k) for k in known} | {_key_number(k) for k in values}
-        answers_waiting = any(key in waiting for key in values)
-        waits_on = ", ".join(waiting) or "no question"
-        problems = []
-        for key in values:
-            record = known.get(key)
-            if not KEY.match(key):
-                message = "not a continuation key (interrupt-1, interrupt-2, …)"
-            elif record is not None and record.answered:
-                message = "already answered (an answer is final)"
-            elif record is not None and record.asked_at is not None:
-                continue
-            elif (
-                not answers_waiting
-                or _key_number(key) <= last_asked
-                or _gap(last_asked, _key_number(key), filled)
-            ):
-                message = (
-                    f"the run has not asked {key} (it waits on {waits_on}; a later question "
-                    "is answered only together with that one and every one between)"
-                )
-            else:
-                continue
-            problems.append({"key": key, "path": "", "message": message})
-        if not values:
-            problems.append({"key": "", "path": "", "message": "no values to resume with"})
-        if problems:
-            raise InvalidAnswer(run.run_id, problems)
+    # Refuse answers that cannot be taken: see :func:`longcall.workflows.answers.check_answers`.
+    check_answers = staticmethod(check_answers)
 
     def wrong_answers(self, run: Run, values: Mapping[str, Any]) -> None:
         """After an execution: raise InvalidAnswer for answers the run found of the wrong type."""
@@ -534,7 +475,7 @@ class Workflows:
         interrupts = self.app.store.run_interrupts(run.run_id)
         problems = [
             {"key": key, "path": p["path"], "message": p["message"]}
-            for key in sorted(values, key=_key_number)
+            for key in sorted(values, key=key_number)
             if key in interrupts and interrupts[key].error
             for p in interrupts[key].error
         ]
@@ -568,7 +509,7 @@ class Workflows:
     def details(self, run_id: str) -> RunDetails:
         store = self.app.store
         run = store.get_run(run_id)
-        interrupts = sorted(store.run_interrupts(run_id).values(), key=lambda i: _key_number(i.key))
+        interrupts = sorted(store.run_interrupts(run_id).values(), key=lambda i: key_number(i.key))
         return RunDetails(run, store.run_steps(run_id), interrupts, store.run_events(run_id))
 
     async def events(
