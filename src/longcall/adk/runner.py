@@ -148,6 +148,25 @@ class KnownCalls:
             )
         return known
 
+    async def content(
+        self,
+        message: Message,
+        *,
+        user_id: str,
+        session_id: str,
+        load: Callable[[], Awaitable[Session | None]],
+        where: str = "",
+    ) -> types.Content:
+        """``message`` as ADK content, each response under the name of the call it answers
+        (UnknownCallError for a call the session does not hold, as :meth:`names`)."""
+        content = to_content(message)  # refuses a response without its call id, first
+        if not message.function_responses:
+            return content
+        known = await self.names(
+            message, user_id=user_id, session_id=session_id, load=load, where=where
+        )
+        return to_content(named_as_called(message, known))
+
 
 def holds_final_response(session: Session, call_id: str) -> bool:
     """Whether ``session`` holds a closing (terminal) response to ``call_id``."""
@@ -188,15 +207,12 @@ class AdkAgentRunner:
     async def run(
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
-        content = to_content(message)
-        if message.function_responses:
-            known = await self._known_calls.names(
-                message,
-                user_id=user_id,
-                session_id=session_id,
-                load=functools.partial(self._session, user_id, session_id),
-            )
-            content = to_content(named_as_called(message, known))
+        content = await self._known_calls.content(
+            message,
+            user_id=user_id,
+            session_id=session_id,
+            load=functools.partial(self._session, user_id, session_id),
+        )
         token = RESUMING.set(True)
         fence_token = DELIVERY_FENCE.set(message.fence)
         try:

@@ -31,9 +31,7 @@ from google.adk.sessions.session import Session
 from longcall.adk.runner import (
     KnownCalls,
     holds_final_response,
-    named_as_called,
     to_agent_event,
-    to_content,
 )
 from longcall.agents import AgentEvent, Message
 from longcall.errors import AgentError
@@ -77,17 +75,14 @@ class AdkServerRunner:
     async def run(
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
-        content = to_content(message)
-        if message.function_responses:
-            known = await self._known_calls.names(
-                message,
-                user_id=user_id,
-                session_id=session_id,
-                load=functools.partial(self._session, user_id, session_id),
-                where=f" in app {self.app_name!r} at {self.base_url}",
-            )
-            # Under the name of the call each answers, as AdkAgentRunner sends them.
-            content = to_content(named_as_called(message, known))
+        # Under the name of the call each answers, as AdkAgentRunner sends them.
+        content = await self._known_calls.content(
+            message,
+            user_id=user_id,
+            session_id=session_id,
+            load=functools.partial(self._session, user_id, session_id),
+            where=f" in app {self.app_name!r} at {self.base_url}",
+        )
         if message.fence is not None:
             # The last moment this side can tell: once posted, the server's plugin joins the
             # run only while the delivery still holds the session.
