@@ -81,13 +81,14 @@ class CallIds:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class SessionKey:
     """One conversation, as google-adk names it: a session id within an app and a user.
 
     Several apps (an ``adk api_server`` agents folder) and users may share one database, and
     the same session id in two of them is two conversations: each has its own lease. ``""``
-    stands for an app or user that is not known.
+    stands for an app or user that is not known. Keys sort by app, user, then session id
+    (the order claims take leases in).
     """
 
     app_name: str

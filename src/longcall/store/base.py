@@ -719,7 +719,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             # of deadlocking on each other's lease rows.
             keys = list(dict.fromkeys(key_of(row) for row in rows))
             fences: dict[SessionKey, int] = {}
-            for key in sorted(keys, key=lambda k: (k.app_name, k.user_id, k.session_id)):
+            for key in sorted(keys):
                 lease_row = tx.one(
                     "take_session_lease",
                     **key.as_dict(),
@@ -779,7 +779,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             fences = {j.session_key: j.claim_fence for j in jobs if j.session_id}
             kept = {
                 key
-                for key in sorted(fences, key=lambda k: (k.app_name, k.user_id, k.session_id))
+                for key in sorted(fences)
                 if tx.run(
                     "renew_fenced_session_lease",
                     **key.as_dict(),
@@ -865,8 +865,9 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
                             now=now,
                         )
                 counts.append(marked)
-                if release_session is not None and self._release_claimed_session(
-                    tx, release_session, holder, jobs
+                # Only the take these jobs were claimed under, nothing newer.
+                if release_session is not None and self._release_lease(
+                    tx, release_session, holder, jobs[0].claim_fence if jobs else None
                 ):
                     released = True
             if released:
@@ -877,18 +878,6 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         if released:
             self._after_ready()
         return counts
-
-    def _release_claimed_session(
-        self, tx: Tx, session: SessionKey, holder: str, jobs: Sequence[Job]
-    ) -> bool:
-        """Release the lease ``jobs`` were claimed under (their fence), nothing newer."""
-        fence = jobs[0].claim_fence if jobs else None
-        if fence is None:  # claimed before fences existed
-            return tx.run("release_session_lease", **session.as_dict(), holder=holder) > 0
-        return (
-            tx.run("release_fenced_session_lease", **session.as_dict(), holder=holder, fence=fence)
-            > 0
-        )
 
     def release(
         self, job: Job, holder: str, *, error: str | None, delay: float, delivery: Delivery

@@ -271,8 +271,8 @@ class PostgresStore(Store):
         )
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True, durable: bool = True) -> T:
-        # Every commit waits for the WAL flush: ``durable=False`` is not used here, since a
-        # lost commit would have been acted on by holders that outlive the server's crash.
+        # Every commit waits for the WAL flush (``durable`` is ignored): a lost lease commit
+        # would have been acted on by holders that outlive the server's crash.
         def attempt() -> T:
             with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 return work(_Tx(conn, cur, self._queries))

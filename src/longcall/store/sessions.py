@@ -114,17 +114,19 @@ class SessionOps(StoreCore):
         a delivery releases only the take it claimed under)."""
 
         def work(tx: Tx) -> None:
-            if fence is None:
-                released = tx.run("release_session_lease", **session.as_dict(), holder=holder)
-            else:
-                released = tx.run(
-                    "release_fenced_session_lease", **session.as_dict(), holder=holder, fence=fence
-                )
-            if released:
+            if self._release_lease(tx, session, holder, fence):
                 self._ready(tx)
 
         self._transact(work, durable=not self.relaxed_leases)
         self._after_ready()
+
+    def _release_lease(self, tx: Tx, session: SessionKey, holder: str, fence: int | None) -> bool:
+        """Release ``holder``'s lease on ``session`` (only the take under ``fence``, if given;
+        a claim made before fences existed has none); whether it was released."""
+        if fence is None:
+            return tx.run("release_session_lease", **session.as_dict(), holder=holder) > 0
+        params = session.as_dict()
+        return tx.run("release_fenced_session_lease", **params, holder=holder, fence=fence) > 0
 
     def ensure_session(self, session_id: str, *, app_name: str, user_id: str) -> str:
         """Create the session for ``user_id`` unless it exists; return whose it is (the user
