@@ -27,7 +27,7 @@ from pathlib import Path
 
 import longcall
 from longcall.agents import AgentEvent, Message
-from longcall.delivery import Deliverer
+from longcall.jobs.delivery import Deliverer
 from pg_databases import BenchDatabases, add_prefix_option
 
 TARGET = 10.0

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 import longcall
 from longcall import CallIds, Delivery, JobState, Message, SessionKey, delivery
 from longcall.agents import AgentEvent
-from longcall.cli import main as cli_main
+from longcall.cli.main import main as cli_main
 from longcall.worker import Worker
 
 # The head-of-line test's slow agent turn, and the safety net for the idle session's wait
@@ -366,7 +366,7 @@ def test_a_session_claimed_between_its_release_and_the_delivery_s_end_is_not_stu
 
     # Holds the first delivery of s1 in the moment after its lease was released.
     monkeypatch.setattr(delivery, "_Heartbeat", heartbeat_held_at_stop("c-1", held_open))
-    caplog.set_level(logging.INFO, logger="longcall.delivery")
+    caplog.set_level(logging.INFO, logger="longcall.jobs.delivery")
 
     async def scenario() -> float:
         running = asyncio.create_task(worker.run(handle_signals=False))
@@ -419,7 +419,7 @@ def test_a_delivery_ending_while_a_newer_claim_gives_back_does_not_strand_its_jo
 
     monkeypatch.setattr(delivery, "_Heartbeat", heartbeat_held_at_stop("c-1", held_open))
     monkeypatch.setattr(deliverer, "_give_back", give_back_after_the_first_delivery_ended)
-    caplog.set_level(logging.INFO, logger="longcall.delivery")
+    caplog.set_level(logging.INFO, logger="longcall.jobs.delivery")
 
     async def scenario() -> float:
         running = asyncio.create_task(worker.run(handle_signals=False))

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 import longcall
 from longcall import Delivery, JobState
-from longcall.cli import main
-from longcall.clock import SystemClock
-from longcall.dispatcher import Dispatcher
+from longcall.cli.main import main
+from longcall.core.clock import SystemClock
+from longcall.jobs.dispatcher import Dispatcher
 
 EXPORT_RULE = longcall.Rule(r"export (\d+)", calls=[("export", lambda m: {"n": int(m[1])})])
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})

@@ -21,9 +21,9 @@ import pytest
 
 import longcall
 from longcall import Delivery, JobState, Message
-from longcall.delivery import response_of
-from longcall.dispatcher import Dispatcher
-from longcall.sweeper import Sweeper
+from longcall.jobs.delivery import response_of
+from longcall.jobs.dispatcher import Dispatcher
+from longcall.jobs.sweeper import Sweeper
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
 EXPORT_RULE = longcall.Rule(r"export (\d+)", calls=[("export", lambda m: {"n": int(m[1])})])

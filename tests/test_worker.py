@@ -1,7 +1,7 @@
 """The worker's loops: a graceful stop, the outbox's re-dispatch, ``on_cancel`` hooks.
 
 The graceful stop runs a real worker process (``tests/procs.py --mode worker``) and sends it
-SIGTERM; the dispatcher tests drive :class:`~longcall.dispatcher.Dispatcher` passes in
+SIGTERM; the dispatcher tests drive :class:`~longcall.jobs.dispatcher.Dispatcher` passes in
 process with a :class:`~longcall.testing.FakeClock`, on SQLite and on PostgreSQL.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from longcall import App, CallIds, Delivery, JobHandle, JobState, Rule, ScriptedAgent
-from longcall.dispatcher import Dispatcher
+from longcall.jobs.dispatcher import Dispatcher
 from longcall.store import NewJob
 from longcall.testing import FakeClock
 from procs import (

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from longcall.core.jobs import CallIds, SessionKey
 from longcall.errors import AttachConflict, FenceLost, JobNotFound
-from longcall.jobs import CallIds, SessionKey
 
 if TYPE_CHECKING:
     from longcall.app import App

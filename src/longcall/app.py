@@ -21,10 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from longcall.agents import AgentEvent, AgentRunner, CallObserver, Message
-from longcall.clock import Clock, SystemClock
-from longcall.deprecation import deprecated
-from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
-from longcall.jobs import (
+from longcall.core.clock import Clock, SystemClock
+from longcall.core.deprecation import deprecated
+from longcall.core.jobs import (
     CallIds,
     FinishOutcome,
     Job,
@@ -33,28 +32,29 @@ from longcall.jobs import (
     SessionKey,
     parse_duration,
 )
+from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
+from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.store import Store, open_store
 from longcall.store.base import Ingested
-from longcall.tools import JobHandle, LongRunningTool
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from longcall.delivery import Deliverer
-    from longcall.options import (
+    from longcall.core.options import (
         DelivererOptions,
         JobFilters,
         RunWorkerOptions,
         SweeperOptions,
         WorkerOptions,
     )
+    from longcall.jobs.delivery import Deliverer
+    from longcall.jobs.sweeper import Sweeper
     from longcall.store.runs import Run, RunEvent
-    from longcall.sweeper import Sweeper
     from longcall.worker import Worker
     from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
+    from longcall.workflows.run_worker import RunWorker
     from longcall.workflows.runs import TaskDecorator, WorkflowDecorator
     from longcall.workflows.state import Reducer, StateSchemaValidator
-    from longcall.workflows.worker import RunWorker
 
 log = logging.getLogger("longcall")
 P = ParamSpec("P")
@@ -118,7 +118,7 @@ class App:
             retry_base=parse_duration(run_retry),
             checkpoint_delay=parse_duration(checkpoint_delay),
         )
-        from longcall.workflows.cron import Crons
+        from longcall.cron.scheduler import Crons
 
         self.crons = Crons(self)
         self.holder = new_holder_id()
@@ -668,7 +668,7 @@ class App:
 
     def run_worker(self, **options: Unpack[RunWorkerOptions]) -> RunWorker:
         """A loop that claims and executes background runs: ``await worker.run(stop)``."""
-        from longcall.workflows.worker import RunWorker
+        from longcall.workflows.run_worker import RunWorker
 
         return RunWorker(self, **options)
 
@@ -691,7 +691,7 @@ class App:
     def deliverer(self, runner: AgentRunner, **options: Unpack[DelivererOptions]) -> Deliverer:
         """The loop that hands finished jobs back to ``runner``'s sessions (the worker runs
         one; this is for running it alone)."""
-        from longcall.delivery import Deliverer
+        from longcall.jobs.delivery import Deliverer
 
         return Deliverer(self, runner, **options)
 
@@ -701,7 +701,7 @@ class App:
         return self.deliverer(runner, **options)
 
     def sweeper(self, **options: Unpack[SweeperOptions]) -> Sweeper:
-        from longcall.sweeper import Sweeper
+        from longcall.jobs.sweeper import Sweeper
 
         return Sweeper(self, **options)
 

@@ -28,10 +28,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentRunner
-from longcall.delivery import Deliverer, check_deliveries
-from longcall.dispatcher import Dispatcher
-from longcall.jobs import parse_duration
-from longcall.sweeper import Sweeper
+from longcall.core.jobs import parse_duration
+from longcall.jobs.delivery import Deliverer, check_deliveries
+from longcall.jobs.dispatcher import Dispatcher
+from longcall.jobs.sweeper import Sweeper
 
 if TYPE_CHECKING:
     from longcall.app import App

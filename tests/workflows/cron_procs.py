@@ -2,7 +2,7 @@
 
 Run by path: ``python tests/workflows/cron_procs.py --url URL --seconds N``. It builds an
 :class:`~longcall.App` on ``URL`` (the system clock), runs a
-:class:`~longcall.workflows.cron.Scheduler` for ``N`` seconds, and prints one JSON line:
+:class:`~longcall.cron.scheduler.Scheduler` for ``N`` seconds, and prints one JSON line:
 ``{"claimed": <occurrences this process claimed>, "pid": <pid>}``.
 """
 
@@ -15,7 +15,7 @@ import os
 import sys
 
 from longcall import App
-from longcall.workflows.cron import Scheduler
+from longcall.cron.scheduler import Scheduler
 
 
 async def run_for(scheduler: Scheduler, seconds: float) -> None:

@@ -12,9 +12,8 @@ import pydantic
 import pytest
 
 from longcall import App, RunStatus
-from longcall.clock import FakeClock
-from longcall.errors import WorkflowNotFound
-from longcall.workflows.cron import (
+from longcall.core.clock import FakeClock
+from longcall.cron.scheduler import (
     ConcurrencyPolicy,
     Cron,
     CronConflict,
@@ -26,6 +25,7 @@ from longcall.workflows.cron import (
     MisfirePolicy,
     Scheduler,
 )
+from longcall.errors import WorkflowNotFound
 from procs import sql_rows
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC

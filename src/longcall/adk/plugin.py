@@ -30,7 +30,7 @@ from google.genai import types
 from longcall.adk.runner import RESUMING, to_agent_event
 from longcall.agents import CallObserver
 from longcall.app import App, new_holder_id
-from longcall.jobs import SessionKey
+from longcall.core.jobs import SessionKey
 
 log = logging.getLogger("longcall.adk")
 

@@ -22,9 +22,9 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 
 from longcall.app import App
+from longcall.core.jobs import CallIds
 from longcall.errors import AttachConflict
-from longcall.jobs import CallIds
-from longcall.tools import JobHandle, LongRunningTool
+from longcall.jobs.tools import JobHandle, LongRunningTool
 
 log = logging.getLogger("longcall.adk")
 

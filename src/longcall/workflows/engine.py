@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 import pydantic
 from pydantic_core import to_jsonable_python
 
-from longcall.backoff import exponential_ceiling, jittered
+from longcall.core.backoff import exponential_ceiling, jittered
+from longcall.core.jobs import parse_duration
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
-from longcall.jobs import parse_duration
 from longcall.store.runs import Checkpoint, Interrupt, Run, Step
 from longcall.workflows.state import State
 

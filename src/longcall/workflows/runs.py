@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ov
 import pydantic
 from pydantic_core import to_jsonable_python
 
-from longcall.backoff import exponential
+from longcall.core.backoff import exponential
+from longcall.core.jobs import parse_duration
 from longcall.errors import (
     InvalidAnswer,
     NonDeterminismError,
     RunStateError,
     WorkflowError,
 )
-from longcall.jobs import parse_duration
 from longcall.store.runs import (
     CANCELLED,
     Checkpoint,

@@ -18,10 +18,10 @@ import inspect
 import logging
 from typing import TYPE_CHECKING
 
-from longcall.backoff import jittered
-from longcall.jobs import JobState, parse_duration
+from longcall.core.backoff import jittered
+from longcall.core.jobs import JobState, parse_duration
+from longcall.jobs.tools import JobHandle, pending_answer
 from longcall.store import OutboxItem
-from longcall.tools import JobHandle, pending_answer
 
 if TYPE_CHECKING:
     from longcall.app import App

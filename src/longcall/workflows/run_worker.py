@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from longcall.jobs import parse_duration
+from longcall.core.jobs import parse_duration
 from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, Run, RunStatus
-from longcall.wakeups import watch_in_thread
+from longcall.store.wakeups import watch_in_thread
 
 if TYPE_CHECKING:
     from longcall.app import App

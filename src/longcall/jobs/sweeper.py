@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from longcall.jobs import Job, expired_result, parse_duration
+from longcall.core.jobs import Job, expired_result, parse_duration
 
 if TYPE_CHECKING:
     from longcall.app import App

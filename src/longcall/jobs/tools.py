@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hin
 import pydantic
 import pydantic_core
 
+from longcall.core.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.store.base import NewJob
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class LongRunningTool:
 
     def job_id(self, args: Mapping[str, Any], ids: CallIds) -> str:
         """The key filled from the arguments (and call ids) in the caller's namespace
-        (:func:`~longcall.jobs.job_id_for`), or a fresh random id."""
+        (:func:`~longcall.core.jobs.job_id_for`), or a fresh random id."""
         key = self.filled_key(args, ids)
         if key is None:
             return f"job-{uuid.uuid4().hex}"
@@ -356,7 +356,7 @@ def pending_answer(returned: Any, *, tool_name: str, job_id: str) -> PendingAnsw
     A string is the message. A mapping's ``message`` is the message (as a string) and its
     other fields pass to the model as JSON values (datetimes, UUIDs, dataclasses and pydantic
     models converted as pydantic does). ``status`` and ``jobId`` are longcall's: the same
-    value (for ``status`` any word of :data:`~longcall.jobs.STILL_WORKING`, such as the
+    value (for ``status`` any word of :data:`~longcall.core.jobs.STILL_WORKING`, such as the
     ``in-progress`` of ADK's sample) is accepted quietly, a different one is dropped with a
     warning, and so is a field that has no JSON form. Anything else (None, a list) answers
     with the default message only.

@@ -27,9 +27,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from longcall.agents import AgentEvent, AgentRunner, CallObserver, Fence, FunctionResponse, Message
-from longcall.backoff import exponential
-from longcall.errors import FenceLost, UnknownCallError
-from longcall.jobs import (
+from longcall.core.backoff import exponential
+from longcall.core.jobs import (
     Delivery,
     Job,
     SessionKey,
@@ -37,8 +36,9 @@ from longcall.jobs import (
     parse_duration,
     progress_response,
 )
+from longcall.errors import FenceLost, UnknownCallError
 from longcall.store.core import NOTIFY_CHANNEL
-from longcall.wakeups import listen_in_thread, wait_any
+from longcall.store.wakeups import listen_in_thread, wait_any
 
 if TYPE_CHECKING:
     from longcall.app import App

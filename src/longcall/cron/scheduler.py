@@ -63,7 +63,7 @@ from croniter import (
     croniter,
 )
 
-from longcall.deprecation import deprecated
+from longcall.core.deprecation import deprecated
 from longcall.errors import (
     CronConflict,
     CronNotFound,

@@ -22,10 +22,10 @@ from rich.console import Console
 
 from longcall.agents import AgentEvent, AgentRunner
 from longcall.app import App
-from longcall.clock import FakeClock
-from longcall.jobs import Delivery, JobState, job_id_for
-from longcall.scripted import Rule, ScriptedAgent
-from longcall.tools import JobHandle
+from longcall.core.clock import FakeClock
+from longcall.core.jobs import Delivery, JobState, job_id_for
+from longcall.jobs.tools import JobHandle
+from longcall.testing.scripted import Rule, ScriptedAgent
 
 START = dt.datetime(2026, 11, 30, 10, 0, 0, tzinfo=dt.UTC).timestamp()
 USER, SESSION = "ana", "session-ana-1"
@@ -241,7 +241,7 @@ def run_demo(
     conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation
     agent_name = "the scripted agent"
     if adk:
-        from longcall.adk.demo import AdkConversation, model_name
+        from longcall.cli.demo_adk import AdkConversation, model_name
 
         conversation = AdkConversation
         agent_name = f"google-adk with {model_name()}"
