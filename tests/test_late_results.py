@@ -131,8 +131,8 @@ def test_result_after_the_deadline_is_late_whether_or_not_the_sweeper_ran(
     assert outcome.job.state is JobState.EXPIRED
     assert_ended_late(fake_app, 3, agent)
     # The on_cancel hook's outbox item was queued once, as a sweeper's expiry queues it.
-    assert asyncio.run(Dispatcher(fake_app).run_once()) == 1
-    assert asyncio.run(Dispatcher(fake_app).run_once()) == 0
+    assert asyncio.run(Dispatcher(fake_app.jobs).run_once()) == 1
+    assert asyncio.run(Dispatcher(fake_app.jobs).run_once()) == 0
     assert cancelled == [job_id(3)]
 
 

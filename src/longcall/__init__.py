@@ -8,7 +8,6 @@ anywhere, and resumes the conversation with the function response exactly once.
 from longcall.agents import (
     AgentEvent,
     AgentRunner,
-    CallObserver,
     Fence,
     FunctionCall,
     FunctionResponse,
@@ -51,6 +50,7 @@ from longcall.errors import (
     WorkflowNotFound,
 )
 from longcall.jobs.delivery import Deliverer
+from longcall.jobs.observer import CallObserver
 from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.testing.scripted import Rule, ScriptedAgent
 from longcall.worker import Worker

@@ -214,7 +214,7 @@ def test_reserved_keys_stay_longcalls_and_each_dropped_field_is_logged(
         async with agent_with(
             db_url, lambda app: [adk.long_running_tool(app, ask_for_approval)]
         ) as a:
-            with caplog.at_level(logging.WARNING, logger="longcall.jobs.tools"):
+            with caplog.at_level(logging.WARNING, logger="longcall.tools"):
                 call, pending = call_and_pending(await a.ask(ASK))
             [job] = await a.app.list_jobs_async()
             assert pending == {
@@ -247,7 +247,7 @@ def test_a_still_working_status_from_the_tool_agrees_quietly(
 ) -> None:
     """ADK's export sample says "in-progress": that agrees with pending, so nothing is logged."""
     returned = {"status": status, "progress": "0%", "message": "Exporting."}
-    with caplog.at_level(logging.WARNING, logger="longcall.jobs.tools"):
+    with caplog.at_level(logging.WARNING, logger="longcall.tools"):
         answer = pending_answer(returned, tool_name="export_data", job_id="j")
     assert (answer.message, answer.fields) == ("Exporting.", {"progress": "0%"})
     assert caplog.records == []

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args(argv)
     with App(args.url) as app:
-        scheduler = Scheduler(app)
+        scheduler = Scheduler(app.runtime)
         asyncio.run(run_for(scheduler, args.seconds))
         print(json.dumps({"claimed": scheduler.claimed, "pid": os.getpid()}))
     return 0

@@ -127,7 +127,7 @@ class LongcallTool(LongRunningFunctionTool):
         if "jobId" in answer and tool_context.function_call_id:
             # The nested run's own events show this call with the job's id: it is joined
             # already, to the AgentTool's call, and must not be joined to this one.
-            self.job_tool.app.remember_joined(tool_context.function_call_id)
+            self.job_tool.joins.remember_joined(tool_context.function_call_id)
         return answer
 
 

@@ -35,14 +35,14 @@ from rich.console import Console
 
 from longcall.agents import AgentEvent, FunctionResponse
 from longcall.app import App
-from longcall.cli.demo import (
+from longcall.cli.demo import Timeline
+from longcall.cli.demo_cast import (
     APAC,
     EMEA,
     SESSION,
     Conversation,
     ReportTool,
     ScriptedConversation,
-    Timeline,
 )
 from longcall.core.jobs import Delivery, Job, JobState
 from longcall.errors import JobNotFound

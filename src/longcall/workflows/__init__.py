@@ -6,7 +6,6 @@ calls that finished and gets their recorded results. Task bodies are at-least-on
 that was in flight when a process died runs again.
 """
 
-from longcall.cron.scheduler import Crons, CronSchedule, Scheduler
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
 from longcall.workflows.runs import RunDetails, Workflow, Workflows
@@ -28,8 +27,6 @@ from longcall.workflows.state import (
 __all__ = [
     "Append",
     "Cancelled",
-    "CronSchedule",
-    "Crons",
     "Custom",
     "Interrupt",
     "Merge",
@@ -42,7 +39,6 @@ __all__ = [
     "RunDetails",
     "RunEvent",
     "RunStatus",
-    "Scheduler",
     "State",
     "StateError",
     "StateSchemaValidator",
