@@ -59,6 +59,7 @@ from longcall import App, FenceLost, Rule, ScriptedAgent
 from longcall.agents import AgentEvent, Fence, FunctionResponse, Message
 from longcall.core.clock import Clock
 from longcall.testing.scripted import FINAL_STATUSES
+from longcall.testing.transcripts import Transcripts
 
 HERE = Path(__file__).resolve()
 TOOL = "report"
@@ -116,7 +117,7 @@ def final_responses(app: App) -> Counter[str]:
     for job in app.list_jobs(limit=1_000_000):
         if job.session_id is None:
             continue
-        for event in app.store.session_events(job.session_id):
+        for event in Transcripts(app.store).events(job.session_id):
             if event.author != "user":
                 continue
             for response in event.content.get("functionResponses", ()):

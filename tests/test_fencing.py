@@ -20,6 +20,7 @@ import longcall
 from longcall import CallIds, Delivery, FakeClock, FenceLost, JobState, Message, SessionKey
 from longcall.agents import AgentEvent
 from longcall.store import Store
+from longcall.testing.transcripts import Transcripts
 from test_store_conformance import LEASE, THROTTLE, key, ready
 
 # -- the store ----------------------------------------------------------------------------
@@ -107,17 +108,18 @@ def test_a_lost_session_keeps_its_jobs_claims_unrenewed(store: Store, clock: Fak
 
 
 def test_an_append_under_a_lost_fence_writes_nothing(store: Store, clock: FakeClock) -> None:
-    store.ensure_session("s", app_name="app", user_id="u")
+    transcripts = Transcripts(store)
+    transcripts.ensure_session("s", app_name="app", user_id="u")
     ready(store, "j1", session="s")
     [job] = store.claim("a", limit=10, lease=LEASE)
     assert job.claim_fence is not None
     event = ("inv-1", "assistant", {"text": "done"}, None)
-    assert store.append_session_events("s", [event], fence=(key("s"), "a", job.claim_fence)) == [1]
+    assert transcripts.append("s", [event], fence=(key("s"), "a", job.claim_fence)) == [1]
     clock.advance(LEASE)
     assert store.take_session(key("s"), "turn", kind="turn", ttl=60)
     with pytest.raises(FenceLost, match="no longer held by 'a' under fence"):
-        store.append_session_events("s", [event], fence=(key("s"), "a", job.claim_fence))
-    assert [e.seq for e in store.session_events("s")] == [1]
+        transcripts.append("s", [event], fence=(key("s"), "a", job.claim_fence))
+    assert [e.seq for e in transcripts.events("s")] == [1]
 
 
 # -- the deliverer ------------------------------------------------------------------------
@@ -244,7 +246,7 @@ def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) 
         deliverer = app.deliverer(agent, lease="0.5s", poll_interval=0.05)
 
         def thinking_after_result() -> bool:
-            events = app.store.session_events("s1")
+            events = Transcripts(app.store).events("s1")
             return any(
                 r["response"].get("status") == "succeeded"
                 for e in events
@@ -265,7 +267,7 @@ def test_the_scripted_agent_appends_nothing_once_its_fence_is_lost(db_url: str) 
                 await asyncio.sleep(0.05)
 
         asyncio.run(scenario())
-        events = app.store.session_events("s1")
+        events = Transcripts(app.store).events("s1")
         authors_after_result = [
             e.author
             for e in events

@@ -174,8 +174,6 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_job_events",
         "lc_outbox",
         "lc_session_leases",
-        "lc_sessions",
-        "lc_session_events",
         "lc_inbox",
         "lc_early_results",
         "lc_webhook_secrets",

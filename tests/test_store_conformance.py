@@ -21,7 +21,6 @@ from longcall import (
     JobState,
     LongcallError,
     SessionKey,
-    StoreError,
 )
 from longcall.store import NewJob, Store
 
@@ -874,81 +873,6 @@ def test_counts_by_state_and_delivery(store: Store) -> None:
         ("succeeded", "ready"): 2,
         ("expired", "none"): 1,
     }
-
-
-# -- scripted-agent sessions -------------------------------------------------------------
-
-
-def test_a_scripted_session_id_stays_with_its_first_user(store: Store) -> None:
-    """ensure_session answers whose the session is; another user reads none of its events."""
-    assert store.ensure_session("s", app_name="app", user_id="ana") == "ana"
-    assert store.ensure_session("s", app_name="app", user_id="bob") == "ana"
-    assert store.session_owner("s") == "ana" and store.session_owner("nope") is None
-    store.append_session_events("s", [("inv", "user", {"text": "hi"}, None)])
-    assert len(store.session_events("s", user_id="ana")) == 1
-    assert store.session_events("s", user_id="bob") == []
-    assert store.session_events("nope", user_id="bob") == []
-
-
-def test_session_events_append_in_order(store: Store, clock: FakeClock) -> None:
-    """Session events get consecutive sequence numbers and read back in order."""
-    assert store.session_exists("s") is False
-    store.ensure_session("s", app_name="app", user_id="u")
-    store.ensure_session("s", app_name="other", user_id="other")
-    assert store.session_exists("s") is True
-    seqs = store.append_session_events(
-        "s",
-        [
-            ("inv1", "user", {"text": "export please"}, None),
-            ("inv1", "agent", {"call": {"id": "c1", "name": "export"}}, None),
-        ],
-    )
-    assert seqs == [1, 2]
-    events = store.session_events("s")
-    assert [(e.seq, e.invocation_id, e.author) for e in events] == [
-        (1, "inv1", "user"),
-        (2, "inv1", "agent"),
-    ]
-    assert events[0].content == {"text": "export please"}
-    assert events[0].created_at == clock.now()
-    assert [e.seq for e in store.session_events("s", after=1)] == [2]
-
-
-def test_a_calls_final_response_is_appended_once(store: Store) -> None:
-    """A second final response for the same call is skipped (None); other events still land."""
-    store.ensure_session("s", app_name="app", user_id="u")
-    assert store.has_final_response("s", "c1") is False
-    first = store.append_session_events(
-        "s",
-        [
-            ("inv2", "user", {"response": {"id": "c1", "status": "running"}}, None),
-            ("inv2", "user", {"response": {"id": "c1", "status": "succeeded"}}, "c1"),
-            ("inv2", "user", {"response": {"id": "c1", "status": "succeeded"}}, "c1"),
-        ],
-    )
-    assert first == [1, 2, None]
-    assert store.has_final_response("s", "c1") is True
-    assert store.has_final_response("s", "c2") is False
-    second = store.append_session_events(
-        "s",
-        [
-            ("inv3", "user", {"response": {"id": "c1", "status": "failed"}}, "c1"),
-            ("inv3", "user", {"response": {"id": "c2", "status": "succeeded"}}, "c2"),
-        ],
-    )
-    assert second == [None, 3]
-    assert [e.seq for e in store.session_events("s")] == [1, 2, 3]
-    assert store.has_final_response("s", "c2") is True
-    # Final responses are per session: another session's c1 is its own call.
-    store.ensure_session("t", app_name="app", user_id="u")
-    assert store.append_session_events("t", [("inv", "user", {}, "c1")]) == [1]
-
-
-def test_appending_to_an_unknown_session_is_refused(store: Store) -> None:
-    """append_session_events on a session that does not exist raises StoreError."""
-    with pytest.raises(StoreError, match="no session 'ghost'"):
-        store.append_session_events("ghost", [("inv", "user", {}, None)])
-    assert store.session_events("ghost") == []
 
 
 @pytest.mark.parametrize("holder", [None, "worker-1/1"], ids=["queued", "held"])

@@ -17,6 +17,7 @@ import pytest
 from longcall import CallIds, InvalidValue, JobNotFound
 from longcall.core.ids import STORE_MAX_BYTES
 from longcall.store import NewJob, Store
+from longcall.testing.transcripts import Transcripts
 
 FOUR_BYTES = "\U0001f600"  # 4 bytes in UTF-8: the worst case for a byte bound
 HUGE = FOUR_BYTES * 1000  # 4,000 bytes: over every index entry PostgreSQL keeps
@@ -94,7 +95,7 @@ def test_ids_at_the_bound_are_kept(store: Store) -> None:
             new_job("j1", session_id="s\x00", call_id="c"), holder="t", dispatch_lease=60
         ),
         lambda s: s.get_run("run-\x00"),
-        lambda s: s.session_events("s\x00"),
+        lambda s: Transcripts(s).events("s\x00"),
     ],
     ids=["get_job", "list_by_tool", "list_by_session", "create", "create_session", "run", "events"],
 )

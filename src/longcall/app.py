@@ -28,7 +28,8 @@ from longcall.core.jobs import (
     SessionKey,
     parse_duration,
 )
-from longcall.cron.scheduler import Crons
+from longcall.core.runs import Run, RunEvent
+from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer
 from longcall.jobs.engine import Jobs
 from longcall.jobs.observer import CallObserver
@@ -37,7 +38,6 @@ from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.runtime import Runtime
 from longcall.store import Store, open_store
 from longcall.store.base import Ingested
-from longcall.store.runs import Run, RunEvent
 from longcall.worker import Worker
 from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
 from longcall.workflows.run_worker import RunWorker
@@ -47,7 +47,7 @@ from longcall.workflows.state import Reducer, StateSchemaValidator
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from longcall.core.options import (
+    from longcall.options import (
         DelivererOptions,
         JobFilters,
         RunWorkerOptions,
@@ -89,28 +89,24 @@ class App:
         store: Store | None = None,
     ) -> None:
         self.url = url or os.environ.get("LONGCALL_DATABASE_URL") or DEFAULT_URL
-        self.clock: Clock = clock or SystemClock()
-        self.store: Store = store or open_store(self.url, self.clock)
+        clock = clock or SystemClock()
+        store = store or open_store(self.url, clock)
         try:
             if migrate:
-                self.store.migrate()
+                store.migrate()
             else:
-                self.store.check_schema()
+                store.check_schema()
         except BaseException:
-            self.store.close()
+            store.close()
             raise
         self.runtime = Runtime(
-            self.store,
-            self.clock,
+            store,
+            clock,
             dispatch_lease=parse_duration(dispatch_lease),
             session_lease=parse_duration(session_lease),
             progress_throttle=parse_duration(progress_throttle),
             threads=threads,
         )
-        self.progress_throttle = self.runtime.progress_throttle
-        self.dispatch_lease = self.runtime.dispatch_lease
-        self.session_lease = self.runtime.session_lease
-        self.holder = self.runtime.holder
         # The engines, side by side on the runtime.
         self.jobs = Jobs(self.runtime)
         self.tools = self.jobs.tools
@@ -124,6 +120,36 @@ class App:
             checkpoint_delay=parse_duration(checkpoint_delay),
         )
         self.crons = Crons(self.runtime, self.workflows)
+
+    # -- the runtime's parts, read through (the engines hold the runtime) ---------------
+
+    @property
+    def store(self) -> Store:
+        return self.runtime.store
+
+    @store.setter
+    def store(self, store: Store) -> None:
+        self.runtime.store = store
+
+    @property
+    def clock(self) -> Clock:
+        return self.runtime.clock
+
+    @property
+    def holder(self) -> str:
+        return self.runtime.holder
+
+    @property
+    def progress_throttle(self) -> float:
+        return self.runtime.progress_throttle
+
+    @property
+    def dispatch_lease(self) -> float:
+        return self.runtime.dispatch_lease
+
+    @property
+    def session_lease(self) -> float:
+        return self.runtime.session_lease
 
     # -- plumbing -----------------------------------------------------------------------
 

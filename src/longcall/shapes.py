@@ -10,9 +10,9 @@ import datetime as dt
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from longcall.core.cron import Cron, CronFire
 from longcall.core.jobs import Job, JobEvent
-from longcall.store.cron import Cron, CronFire
-from longcall.store.runs import Interrupt, Run, RunEvent, Step
+from longcall.core.runs import Interrupt, Run, RunEvent, Step
 
 
 def iso(when: float | None) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from longcall.agents import AgentRunner
 from longcall.core.jobs import parse_duration
-from longcall.cron.scheduler import Crons
+from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer, check_deliveries
 from longcall.jobs.dispatcher import Dispatcher
 from longcall.jobs.engine import Jobs

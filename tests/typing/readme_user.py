@@ -108,7 +108,7 @@ reveal_type(count)
 reveal_type(count_later)
 
 run = app.run_workflow(refund, Order(id="A-17", amount=42.0))
-# expect: longcall.store.runs.Run
+# expect: longcall.core.runs.Run
 reveal_type(run)
 # expect: Any
 reveal_type(run.result)
@@ -116,7 +116,7 @@ reveal_type(run.result)
 reveal_type(refund.result_of(run))
 # expect: int
 reveal_type(count.result_of(app.run_workflow("count", {"id": "A", "amount": 1})))
-# expect: longcall.store.runs.Run
+# expect: longcall.core.runs.Run
 reveal_type(app.answer(run.run_id, {"interrupt-1": {"approved": True}}))
 # expect: list[longcall.core.jobs.Job]
 reveal_type(app.list_jobs(state=longcall.JobState.STARTED, limit=10))
@@ -128,7 +128,7 @@ reveal_type(app.worker(deliveries=4, lease="60s"))
 # What the README spells as ``longcall.X`` is exported, with its own type.
 errors: tuple[type[Exception], ...] = (longcall.InvalidAnswer, longcall.NonDeterminismError)
 question: longcall.Interrupt | None = None
-# expect: longcall.store.runs.Interrupt | None
+# expect: longcall.core.runs.Interrupt | None
 reveal_type(question)
 
 # Misuse: each line is an error of the code named.

@@ -15,7 +15,7 @@ import os
 import sys
 
 from longcall import App
-from longcall.cron.scheduler import Scheduler
+from longcall.cron import Scheduler
 
 
 async def run_for(scheduler: Scheduler, seconds: float) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from longcall import App, RunStatus
 from longcall.core.clock import FakeClock
-from longcall.cron.scheduler import (
+from longcall.cron import (
     ConcurrencyPolicy,
     Cron,
     CronConflict,

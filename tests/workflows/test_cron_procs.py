@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from longcall import App
-from longcall.cron.scheduler import Crons
+from longcall.cron import Crons
 from procs import sql_rows
 
 SCRIPT = Path(__file__).resolve().with_name("cron_procs.py")

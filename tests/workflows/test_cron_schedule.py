@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from longcall.cron.scheduler import CronSchedule, CronValidationError, parse, preview
+from longcall.cron import CronSchedule, CronValidationError, parse, preview
 
 
 def utc(text: str) -> float:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from longcall import App, RunStatus
-from longcall.store.runs import Checkpoint, Held, NextClaim, Run
+from longcall.core.runs import Run
+from longcall.store.runs import Checkpoint, Held, NextClaim
 from longcall.workflows.leases import Heartbeat
 
 LEASE = 0.3  # a beat every 0.1 s

@@ -31,6 +31,7 @@ from longcall.cli.support import (
     open_app,
     output_option,
 )
+from longcall.core.cron import ConcurrencyPolicy, MisfirePolicy
 from longcall.errors import (
     CronConflict,
     CronNotFound,
@@ -39,11 +40,10 @@ from longcall.errors import (
     WorkflowNotFound,
 )
 from longcall.shapes import cron_json, fire_json, zoned_times
-from longcall.store.cron import ConcurrencyPolicy, MisfirePolicy
 
 if TYPE_CHECKING:
     from longcall.app import App
-    from longcall.store.cron import Cron
+    from longcall.core.cron import Cron
 
 NEXT_TIMES = 5
 # The table of `cron list`; "active" counts runs queued, running or waiting, "runs" all started.
@@ -221,7 +221,7 @@ def _add_checked(
 
     from longcall.app import App
     from longcall.cli.support import load_object as _load
-    from longcall.cron.scheduler import parse
+    from longcall.cron import parse
 
     app = _load(app_spec, "--app")
     if not isinstance(app, App):
@@ -428,11 +428,11 @@ def cron_preview(
     """The next fire times of EXPRESSION in --timezone (no database needed)."""
     import time
 
-    from longcall.cron.scheduler import preview
+    from longcall.cron import preview
 
     with refusals():
         if after is not None and after.tzinfo is None:
-            from longcall.cron.scheduler import parse
+            from longcall.cron import parse
 
             after = after.replace(tzinfo=parse(expression, timezone).zone)
         start = time.time() if after is None else after.timestamp()

@@ -31,6 +31,7 @@ from longcall.cli.support import (
     open_app,
     output_option,
 )
+from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
     RunNotFound,
@@ -39,12 +40,11 @@ from longcall.errors import (
     WorkflowNotFound,
 )
 from longcall.shapes import event_json, interrupt_json, run_json, step_json
-from longcall.store.runs import RunStatus
 from longcall.workflows.answers import answer_problems
 
 if TYPE_CHECKING:
     from longcall.app import App
-    from longcall.store.runs import Run
+    from longcall.core.runs import Run
 
 STATUSES = [s.value for s in RunStatus]
 
@@ -271,7 +271,7 @@ def runs_watch(
     JSON: one object per line."""
     import time
 
-    from longcall.store.runs import RunStatus
+    from longcall.core.runs import RunStatus
 
     as_json = output == "json" or (output is None and not sys.stdout.isatty())
     stop_at = None if timeout is None else time.monotonic() + timeout

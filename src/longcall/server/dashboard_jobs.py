@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.core.jobs import Job, JobState
+from longcall.core.runs import Run
 from longcall.server.auth import Principal
 from longcall.server.dashboard_page import (
     PAGE_SIZE,
@@ -41,7 +42,6 @@ from longcall.server.dashboard_page import (
 )
 from longcall.server.jobs import search_problem, visible_job
 from longcall.shapes import job_json
-from longcall.store.runs import Run
 
 STATES = [s.value for s in JobState]
 

@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from longcall.core.jobs import JobEvent
+from longcall.core.runs import RunEvent
 from longcall.server.auth import Principal
 from longcall.server.login_cookie import CSRF_FIELD, page_csrf
 from longcall.shapes import iso
-from longcall.store.runs import RunEvent
 
 PAGE_SIZE = 100
 HEADERS = {

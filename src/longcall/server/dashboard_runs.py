@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
+from longcall.core.runs import Run, RunStatus
 from longcall.server import runs as run_api
 from longcall.server.auth import Principal
 from longcall.server.dashboard_page import (
@@ -42,7 +43,6 @@ from longcall.server.dashboard_page import (
 )
 from longcall.server.workers import runnable
 from longcall.shapes import run_json
-from longcall.store.runs import Run, RunStatus
 
 CANCEL = Confirm(
     "Cancel this run?",

@@ -23,9 +23,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
+from longcall.core.logins import Login
 from longcall.errors import StoreError
 from longcall.server.errors import error
-from longcall.store.logins import Login
 
 LOGIN_COOKIE = "longcall_login"
 CSRF_HEADER = "x-csrf-token"

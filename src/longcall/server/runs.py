@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from longcall.app import App
 from longcall.core.ids import RULES
+from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.errors import (
     InvalidAnswer,
     RunNotFound,
@@ -57,7 +58,6 @@ from longcall.server.jobs import (
     whole_number,
 )
 from longcall.shapes import event_json, interrupt_json, run_json, step_json
-from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.workflows.answers import answer_problems
 from longcall.workflows.engine import KEY
 

@@ -21,6 +21,7 @@ from longcall.server.auth import Principal
 from longcall.server.errors import error
 from longcall.server.jobs import authorized
 from longcall.testing.scripted import event_from_content
+from longcall.testing.transcripts import SessionEvent, Transcripts
 
 
 def event_json(event: AgentEvent) -> dict[str, Any]:
@@ -46,7 +47,7 @@ async def transcript(request: Request, app: App, who: Principal) -> Response:
     if isinstance(agent, TranscriptSource):
         events = await agent.transcript(user_id=user_id, session_id=session_id)
     else:
-        stored = await app.in_thread(app.store.session_events, session_id, user_id=user_id)
+        stored = await app.in_thread(_scripted_events, app, session_id, user_id)
         events = [event_from_content(e.author, e.invocation_id, e.content) for e in stored]
     return JSONResponse(
         {
@@ -55,6 +56,10 @@ async def transcript(request: Request, app: App, who: Principal) -> Response:
             "events": [event_json(e) for e in events],
         }
     )
+
+
+def _scripted_events(app: App, session_id: str, user_id: str) -> list[SessionEvent]:
+    return Transcripts(app.store).events(session_id, user_id=user_id)
 
 
 async def _session_user(request: Request, app: App, who: Principal, session_id: str) -> str | None:

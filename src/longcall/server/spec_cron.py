@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from longcall.core.cron import ConcurrencyPolicy, FireOutcome, MisfirePolicy
 from longcall.server import cron, runs
 from longcall.server.spec_common import (
     ANY,
@@ -22,7 +23,6 @@ from longcall.server.spec_common import (
     query,
     ref,
 )
-from longcall.store.cron import ConcurrencyPolicy, FireOutcome, MisfirePolicy
 
 CRON_ID = path_id("cronId", example="cron-example")
 REASONS = {

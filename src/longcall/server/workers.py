@@ -15,10 +15,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.app import App
+from longcall.core.workers import WorkerInfo
 from longcall.server.auth import Principal
 from longcall.server.jobs import authorized
 from longcall.shapes import iso
-from longcall.store.workers import WorkerInfo
 
 
 def worker_json(worker: WorkerInfo) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from longcall.core.clock import Clock
 from longcall.errors import ConfigError
-from longcall.store.base import NewJob, OutboxItem, SessionEvent, Store
+from longcall.store.base import NewJob, OutboxItem, Store
 
-__all__ = ["NewJob", "OutboxItem", "SessionEvent", "Store", "open_store"]
+__all__ = ["NewJob", "OutboxItem", "Store", "open_store"]
 
 
 def open_store(url: str, clock: Clock) -> Store:

@@ -25,6 +25,7 @@ from longcall.core.jobs import (
     expired_result,
     plan_attach,
 )
+from longcall.core.runs import Run, RunStatus
 from longcall.errors import (
     AttachConflict,
     JobNotFound,
@@ -46,8 +47,8 @@ from longcall.store.core import (
 from longcall.store.cron import CronOps
 from longcall.store.hooks import HookOps, HookSecret
 from longcall.store.logins import LoginOps
-from longcall.store.runs import Run, RunOps, RunStatus
-from longcall.store.sessions import SessionEvent, SessionOps
+from longcall.store.runs import RunOps
+from longcall.store.sessions import SessionOps
 from longcall.store.tokens import TokenInfo, TokenOps
 from longcall.store.workers import WorkerOps
 
@@ -59,7 +60,6 @@ __all__ = [
     "NewJob",
     "OutboxItem",
     "Row",
-    "SessionEvent",
     "Store",
     "StoreCore",
     "T",
@@ -278,7 +278,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
     def _create_job(
         self, new: NewJob, *, holder: str, dispatch_lease: float, dispatch: bool
     ) -> tuple[Job, bool]:
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> tuple[Job, bool]:
             legacy = self._legacy_job(tx, new)
@@ -351,7 +351,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         ``message`` and ``fields`` (JSON-ready values the tool returned beside its message)
         are recorded once: a later call keeps the first of each.
         """
-        now = self._now()
+        now = self.now()
         stored = dumps(dict(fields)) if fields else None
 
         def work(tx: Tx) -> None:
@@ -382,7 +382,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         answers it: ids, once set, never change). A job that is already terminal becomes
         ready for delivery the moment both session and call id are known.
         """
-        now = self._now()
+        now = self.now()
         seen = self._transact(lambda tx: tx.one("get_job", job_id=job_id), write=False)
         if seen is not None:
             fill, conflicts = plan_attach(job_from_row(seen), ids)
@@ -429,7 +429,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         With ``notify`` the model hears of it: the job becomes ready for a progress delivery,
         no sooner than ``throttle`` seconds after the last one it heard.
         """
-        now = self._now()
+        now = self.now()
         job = self._transact(lambda tx: self._progress_in(tx, job_id, data, notify, throttle, now))
         if job is not None and job.delivery is Delivery.READY:
             self._after_ready()
@@ -453,7 +453,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         """
         if not state.terminal:
             raise ValueError(f"{state} is not a terminal state")
-        now = self._now()
+        now = self.now()
 
         outcome = self._transact(
             lambda tx: self._finish_in(tx, job_id, state, result, request_cancel, now)
@@ -607,7 +607,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         if kind not in INGEST_KINDS:
             raise ValueError(f"unknown delivery kind {kind!r}; use one of {sorted(INGEST_KINDS)}")
         state = INGEST_KINDS[kind]
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Ingested:
             ids = {"source": source, "delivery_id": delivery_id}
@@ -652,7 +652,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
     def extend(self, job_id: str, seconds: float) -> Job | None:
         """Move a started job's deadline to ``seconds`` from now; None when it has finished."""
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Job | None:
             row = tx.one("extend_deadline", job_id=job_id, seconds=seconds, now=now)
@@ -667,7 +667,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
     def overdue(self, limit: int) -> list[Job]:
         """Started jobs past their deadline, oldest deadline first."""
-        now = self._now()
+        now = self.now()
         rows = self._transact(lambda tx: tx.all("overdue_jobs", now=now, limit=limit), write=False)
         return [job_from_row(r) for r in rows]
 
@@ -678,7 +678,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         result late, with the cancel request for the tool's ``on_cancel`` hook. Returns the
         expired job, or None when it had finished or its deadline was moved on since.
         """
-        now = self._now()
+        now = self.now()
         expired = self._transact(lambda tx: self._expire_in(tx, job, now))
         if expired is not None and expired.delivery is Delivery.READY:
             self._after_ready()
@@ -703,7 +703,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         session. Both leases run out after ``lease`` seconds unless renewed; a crashed
         holder's jobs go back to the queue.
         """
-        now = self._now()
+        now = self.now()
 
         def key_of(row: Row) -> SessionKey:
             return SessionKey(
@@ -770,7 +770,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         taken again here. False when a session's lease was lost (it ran out and someone else
         took it, or this holder's own newer claim did).
         """
-        now = self._now()
+        now = self.now()
         jobs = list(jobs)
 
         def work(tx: Tx) -> bool:
@@ -839,7 +839,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
         Returns, per group, how many of its jobs were marked.
         """
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> tuple[list[int], bool]:
             counts, released = [], False
@@ -887,7 +887,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         ``delivery`` READY retries after ``delay`` seconds; FAILED or ORPHANED stop retrying
         and leave the job visible with ``error``.
         """
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> bool:
             changed = tx.run(
@@ -918,7 +918,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         Any other delivery state is refused with :class:`NotRedeliverable`, changing nothing;
         :class:`JobNotFound` for an unknown id.
         """
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Job:
             before = tx.one("get_job_for_update", job_id=job_id)
@@ -1031,7 +1031,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
     def record(self, job_id: str, kind: str, data: Any) -> None:
         """Append an entry to a job's log (errors of hooks, dispatch, and the like)."""
-        now = self._now()
+        now = self.now()
         self._transact(lambda tx: self._event(tx, job_id, kind, data, now))
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
@@ -1041,7 +1041,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
 
     def claim_outbox(self, holder: str, *, limit: int, lease: float) -> list[OutboxItem]:
         """Take outbox items whose time has come (a crashed caller's dispatch, cancels)."""
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> list[OutboxItem]:
             items = []
@@ -1072,7 +1072,7 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
         self._transact(lambda tx: tx.run("delete_outbox", job_id=job_id, kind=kind))
 
     def retry_outbox(self, item: OutboxItem, holder: str, *, error: str, delay: float) -> None:
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> None:
             tx.run(

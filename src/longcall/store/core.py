@@ -148,12 +148,30 @@ class StoreCore(ABC):
         """
         return self._transact(lambda tx: tx.all(query, **params))
 
-    def _now(self) -> float | None:
+    def now(self) -> float | None:
         """The time to compare with, or None to let the database use its own clock."""
         return self.clock.now() if self.clock.authoritative else None
 
     def q(self, name: str) -> str:
         return self._queries[name]
+
+    # -- for components that keep tables of their own in this database ------------------
+
+    def add_queries(self, queries: Mapping[str, str]) -> None:
+        """Make more named queries of this store's dialect runnable in :meth:`transact`: the
+        SQL of a component that keeps its own tables here (the scripted agent's transcripts,
+        :mod:`longcall.testing.transcripts`). A name the store uses already is refused."""
+        taken = [
+            name for name in queries if self._queries.get(name, queries[name]) != queries[name]
+        ]
+        if taken:
+            raise ValueError(f"the store already has a query named {taken[0]!r}")
+        self._queries = {**self._queries, **queries}
+
+    def transact(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        """Run ``work`` in one durable transaction, retried whole on transient errors (so it
+        must be safe to run again); its :class:`Tx` runs named queries (:meth:`add_queries`)."""
+        return self._transact(work, write=write)
 
     def _ready(self, tx: Tx) -> None:
         tx.run("notify", channel=NOTIFY_CHANNEL, payload="ready")

@@ -20,26 +20,19 @@ the occurrences it skipped; ``last_fire_at`` is the fire time of the latest of t
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from longcall.core.cron import ConcurrencyPolicy, Cron, CronFire, FireOutcome, MisfirePolicy
 from longcall.errors import CronConflict, CronNotFound
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
 from longcall.store.runs import RUNS_CHANNEL
 
 __all__ = [
-    "ConcurrencyPolicy",
-    "Cron",
-    "CronConflict",
-    "CronFire",
-    "CronNotFound",
     "CronOps",
-    "FireOutcome",
     "FirePlan",
-    "MisfirePolicy",
     "concurrency_key",
     "cron_from_row",
 ]
@@ -47,69 +40,6 @@ __all__ = [
 # Runs created in one transaction get creation times this far apart, so runs sharing a
 # concurrency key (a 'queue' schedule catching up) start in occurrence order.
 _CREATION_STEP = 1e-6
-
-
-class ConcurrencyPolicy(enum.StrEnum):
-    """What an occurrence does while a run the schedule started is still active."""
-
-    SKIP = "skip"  # start nothing (the occurrence is recorded as skipped)
-    ALLOW = "allow"  # start a run beside it
-    QUEUE = "queue"  # start a run that waits for the earlier ones (a shared concurrency key)
-
-
-class MisfirePolicy(enum.StrEnum):
-    """What happens to occurrences missed while the schedule was paused or no scheduler ran."""
-
-    SKIP = "skip"  # drop them
-    RUN_ONCE = "run_once"  # one run stands for all of them
-    CATCH_UP = "catch_up"  # run the latest ``catch_up_max`` of them, oldest first
-
-
-class FireOutcome(enum.StrEnum):
-    """What a claimed occurrence did (see the module docstring)."""
-
-    FIRED = "fired"
-    SKIPPED = "skipped"
-    TRIGGERED = "triggered"
-    TRIGGER_SKIPPED = "trigger_skipped"
-
-    @property
-    def started(self) -> bool:
-        """True when the occurrence started a run."""
-        return self in (FireOutcome.FIRED, FireOutcome.TRIGGERED)
-
-
-@dataclass(frozen=True, slots=True)
-class Cron:
-    """A schedule as the store has it; times are UTC epoch seconds."""
-
-    cron_id: str
-    name: str
-    workflow_id: str
-    expression: str
-    timezone: str
-    input: Any
-    concurrency_policy: ConcurrencyPolicy
-    misfire_policy: MisfirePolicy
-    catch_up_max: int
-    paused: bool
-    next_fire_at: float | None  # None: no occurrence to come
-    last_fire_at: float | None
-    execution_count: int
-    user_id: str | None
-    created_at: float
-    updated_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class CronFire:
-    """One claimed occurrence: what it did and the run it started, if any."""
-
-    cron_id: str
-    fire_at: float
-    run_id: str | None
-    outcome: FireOutcome
-    created_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +138,7 @@ class CronOps(StoreCore):
     ) -> Cron:
         """Create the schedule; :class:`CronConflict` when its id or name is taken (a repeated
         call included: nothing is changed)."""
-        now = self._now()
+        now = self.now()
         draft = Cron(
             cron_id=cron_id,
             name=name,
@@ -274,7 +204,7 @@ class CronOps(StoreCore):
         column a caller may change, ``next_fire_at`` included; the id, counters and
         timestamps are the store's. :class:`CronNotFound` when there is no such schedule,
         :class:`CronConflict` when the new name is taken."""
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Cron:
             row = tx.one("lock_cron", cron_id=cron_id)

@@ -33,7 +33,7 @@ class HookOps(StoreCore):
         delivery.
         """
         check_secret(secret)
-        now = self._now()
+        now = self.now()
         secret_id = f"sec_{uuid.uuid4().hex[:12]}"
 
         def work(tx: Tx) -> HookSecret:

@@ -9,21 +9,10 @@ login is made; the database never holds it, so a copy of the table logs no one i
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 
+from longcall.core.logins import Login
 from longcall.store.core import Row, StoreCore, Tx
 from longcall.store.tokens import digest
-
-
-@dataclass(frozen=True, slots=True)
-class Login:
-    """A live login: whose token it was made from, and its times (epoch seconds)."""
-
-    token_id: str
-    user_id: str | None
-    admin: bool
-    created_at: float
-    expires_at: float
 
 
 class LoginOps(StoreCore):
@@ -40,7 +29,7 @@ class LoginOps(StoreCore):
             raise ValueError(f"a login's lifetime must be positive, not {ttl!r}")
         login_id = secrets.token_urlsafe(32)
         login_hash = digest(login_id)
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Login | None:
             tx.run("prune_logins", now=now)
@@ -61,7 +50,7 @@ class LoginOps(StoreCore):
         """The live login whose id is ``login_id``, or None: unknown, ended, expired, or
         made from a token since revoked. An expired login's row is deleted as it is found."""
         login_hash = digest(login_id)
-        now = self._now()
+        now = self.now()
         row = self._transact(
             lambda tx: tx.one("login_by_hash", login_hash=login_hash, now=now), write=False
         )
@@ -80,7 +69,7 @@ class LoginOps(StoreCore):
     def prune_logins(self) -> int:
         """Delete the logins that can no longer be used (expired, or their token revoked);
         the number deleted."""
-        now = self._now()
+        now = self.now()
         return self._transact(lambda tx: tx.run("prune_logins", now=now))
 
 

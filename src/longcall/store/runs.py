@@ -6,97 +6,13 @@ another worker (its lease ran out) is no longer written to by the one that lost 
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.errors import RunNotFound
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
-
-
-class RunStatus(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING_INPUT = "waiting_input"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """A workflow run as the store has it; ``result``, ``error`` and ``state`` are JSON data."""
-
-    run_id: str
-    workflow_id: str
-    status: RunStatus
-    input: Any
-    result: Any
-    error: Any
-    state: dict[str, Any]
-    user_id: str | None
-    job_id: str | None
-    cron_id: str | None
-    concurrency_key: str | None
-    idempotency_key: str | None
-    attempts: int  # failed attempts retried so far
-    executions: int  # times a worker (or caller) started executing it
-    max_retries: int
-    timeout_secs: float | None
-    errors: list[Any]
-    cancel_requested: bool
-    holder: str | None
-    lease_expires_at: float | None
-    created_at: float
-    updated_at: float
-    finished_at: float | None
-    # Not stored: True on the Run that the call which created it returned (``submit_run``,
-    # ``run_workflow``); False when the call found the run made before (the same
-    # idempotency key or run id) and on every read.
-    created: bool = field(default=False, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One task call's checkpoint: what was called, what it returned (or how it failed)."""
-
-    position: int
-    name: str
-    args_hash: str
-    ok: bool
-    result: Any
-    changes: list[tuple[str, Any]]
-    attempts: int
-    started_at: float
-    finished_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """A question a run asked (``prompt``, ``schema``) and the answer given, if any."""
-
-    key: str
-    prompt: str | None
-    schema: dict[str, Any] | None
-    value: Any
-    supplied: bool
-    answered: bool
-    error: Any
-    asked_at: float | None
-    answered_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunEvent:
-    seq: int
-    kind: str
-    data: Any
-    created_at: float
 
 
 def run_from_row(row: Row) -> Run:
@@ -274,7 +190,7 @@ class RunOps(StoreCore):
             holder=holder,
             lease=lease,
             channel=RUNS_CHANNEL,
-            now=self._now(),
+            now=self.now(),
         )
         if rows:
             if holder is None:
@@ -338,7 +254,7 @@ class RunOps(StoreCore):
         """In one transaction: ``check`` the run (it raises to refuse, and nothing is
         written), store ``answers`` to its interrupts, take it, and read its record. None
         when it is not there to take (held, ended, cancelled)."""
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Held | None:
             row = tx.one("get_run", run_id=run_id)
@@ -364,7 +280,7 @@ class RunOps(StoreCore):
         """Take up to ``limit`` runs to execute: abandoned ones (their holder's lease ran
         out) first, then queued ones; each with its record when it executed before."""
         rows = self._statement(
-            "claim_runs", holder=holder, lease=lease, limit=limit, now=self._now(), **_NO_END
+            "claim_runs", holder=holder, lease=lease, limit=limit, now=self.now(), **_NO_END
         )
         return self._held(rows)
 
@@ -383,7 +299,7 @@ class RunOps(StoreCore):
         """Put a failed attempt back in the queue after ``delay`` seconds; its completed
         checkpoints stay (``step`` written first), its failed ones go (so those tasks run
         again)."""
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Run | None:
             if step is not None and not step.insert(tx, run_id, holder):
@@ -409,7 +325,7 @@ class RunOps(StoreCore):
         check: Callable[[Run, dict[str, Interrupt]], None],
     ) -> Run:
         """Store answers to a waiting run (after ``check``) and queue it for a worker."""
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> Run:
             row = tx.one("get_run", run_id=run_id)
@@ -445,7 +361,7 @@ class RunOps(StoreCore):
             "renew_runs",
             held=dumps([{"run_id": run_id, "holder": holder} for run_id, holder in held]),
             lease=lease,
-            now=self._now(),
+            now=self.now(),
         )
         return {(r["run_id"], r["holder"]): bool(r["cancel_requested"]) for r in rows}
 
@@ -472,7 +388,7 @@ class RunOps(StoreCore):
         consumed, the end is a single statement (its checkpoint included, where the store
         :attr:`merges_checkpoints`), which also makes ``then_claim``'s claim once the end is
         recorded."""
-        now = self._now()
+        now = self.now()
         params = {
             "run_id": run_id,
             "holder": holder,
@@ -583,7 +499,7 @@ class RunOps(StoreCore):
 
     def emit_run_event(self, run_id: str, origin: str, kind: str, data: Any) -> None:
         """Append to the run's event log; an origin already there (a replayed emit) is a no-op."""
-        now = self._now()
+        now = self.now()
         self._transact(
             lambda tx: tx.run(
                 "insert_run_event",
@@ -603,7 +519,7 @@ class RunOps(StoreCore):
 
     def request_run_cancel(self, run_id: str) -> Run | None:
         """Ask for the run to be cancelled; None when it had already ended (or is unknown)."""
-        now = self._now()
+        now = self.now()
         woke: list[bool] = []
 
         def work(tx: Tx) -> Run | None:

@@ -152,7 +152,7 @@ class SqliteStore(Store):
         self._leading = False
         self._closed = False
 
-    def _now(self) -> float:
+    def now(self) -> float:
         # One host, one clock: SQLite always compares with the time we pass.
         return self.clock.now()
 

@@ -36,7 +36,7 @@ class TokenOps(StoreCore):
             raise ValueError("a token is for a user, or an admin token")
         token_id = secrets.token_hex(6)
         token = f"lc_{token_id}_{secrets.token_urlsafe(32)}"
-        now = self._now()
+        now = self.now()
 
         def work(tx: Tx) -> TokenInfo:
             tx.run(
@@ -72,5 +72,5 @@ class TokenOps(StoreCore):
         ]
 
     def revoke_token(self, token_id: str) -> bool:
-        now = self._now()
+        now = self.now()
         return self._transact(lambda tx: tx.run("revoke_token", token_id=token_id, now=now)) > 0

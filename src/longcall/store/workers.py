@@ -10,22 +10,11 @@ start deletes rows long out of date.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from longcall.core.workers import WorkerInfo
 from longcall.store.core import StoreCore, Tx, dumps, loads
 
 KEEP_DEAD = 86400.0  # seconds a dead worker's row stays before a starting worker deletes it
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """One live worker: its id, the workflows it can run, and its times (epoch seconds)."""
-
-    worker_id: str
-    workflows: tuple[str, ...]
-    started_at: float
-    heartbeat_at: float
-    expires_at: float
 
 
 class WorkerOps(StoreCore):
@@ -39,7 +28,7 @@ class WorkerOps(StoreCore):
         One statement; a repeated call moves the expiry on and replaces the workflows. The
         ``first`` beat of a worker also deletes the rows of workers dead for a day.
         """
-        now = self._now()
+        now = self.now()
         names = dumps(sorted(set(workflows)))
 
         def work(tx: Tx) -> None:
@@ -55,7 +44,7 @@ class WorkerOps(StoreCore):
 
     def live_workers(self) -> list[WorkerInfo]:
         """The workers whose last beat has not expired, oldest first."""
-        now = self._now()
+        now = self.now()
         rows = self._transact(lambda tx: tx.all("live_workers", now=now), write=False)
         return [
             WorkerInfo(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from longcall.agents import AgentEvent, Fence, FunctionCall, FunctionResponse, Message
 from longcall.core.jobs import STILL_WORKING, CallIds, status_word
 from longcall.errors import AgentError, UnknownCallError
+from longcall.testing.transcripts import Transcripts
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -160,13 +161,13 @@ class ScriptedAgent:
     def __post_init__(self) -> None:
         if not self.tools:
             self.tools = self.app.tools
+        self.transcripts = Transcripts(self.app.store)
 
     async def run(
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
-        store = self.app.store
         owner = await self.app.in_thread(
-            store.ensure_session, session_id, app_name=self.app_name, user_id=user_id
+            self.transcripts.ensure_session, session_id, app_name=self.app_name, user_id=user_id
         )
         if owner != user_id:
             # Its sessions are keyed by session id alone: the first user keeps the id, and
@@ -194,7 +195,7 @@ class ScriptedAgent:
     ) -> bool:
         # A delivery's fence is checked in the transaction that appends: no window at all.
         seqs = await self.app.in_thread(
-            self.app.store.append_session_events,
+            self.transcripts.append,
             session_id,
             [(event.invocation_id, event.author, _content(event), final_to)],
             fence=None if fence is None else (fence.session, fence.holder, fence.token),
@@ -259,7 +260,7 @@ class ScriptedAgent:
         yield await self._say(session_id, invocation_id, reply)
 
     async def _invocation_of_calls(self, session_id: str) -> dict[str, str]:
-        events = await self.app.in_thread(self.app.store.session_events, session_id)
+        events = await self.app.in_thread(self.transcripts.events, session_id)
         return {
             call["id"]: e.invocation_id
             for e in events
@@ -292,16 +293,14 @@ class ScriptedAgent:
             )
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
-        store = self.app.store
-        if await self.app.in_thread(store.session_owner, session_id) != user_id:
+        transcripts = self.transcripts
+        if await self.app.in_thread(transcripts.owner, session_id) != user_id:
             return False
-        return bool(await self.app.in_thread(store.has_final_response, session_id, call_id))
+        return await self.app.in_thread(transcripts.has_final_response, session_id, call_id)
 
     async def history(self, session_id: str, *, user_id: str | None = None) -> list[AgentEvent]:
         """Every event of a session, in order; with ``user_id``, none unless it is theirs."""
-        events = await self.app.in_thread(
-            self.app.store.session_events, session_id, user_id=user_id
-        )
+        events = await self.app.in_thread(self.transcripts.events, session_id, user_id=user_id)
         return [event_from_content(e.author, e.invocation_id, e.content) for e in events]
 
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:

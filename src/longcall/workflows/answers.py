@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from longcall.core.runs import Interrupt, Run, RunStatus
 from longcall.errors import InvalidAnswer, RunStateError
-from longcall.store.runs import Interrupt, Run, RunStatus
 from longcall.workflows.engine import KEY
 
 

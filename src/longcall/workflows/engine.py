@@ -32,9 +32,10 @@ from pydantic_core import to_jsonable_python
 
 from longcall.core.backoff import exponential_ceiling, jittered
 from longcall.core.jobs import parse_duration
+from longcall.core.runs import Interrupt, Run, Step
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.runtime import Runtime
-from longcall.store.runs import Checkpoint, Interrupt, Run, Step
+from longcall.store.runs import Checkpoint
 from longcall.workflows.checkpoints import LateCheckpoints
 from longcall.workflows.state import State
 

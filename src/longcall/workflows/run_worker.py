@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from longcall.core.jobs import parse_duration
-from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, Run, RunStatus
+from longcall.core.runs import Run, RunStatus
+from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim
 from longcall.store.wakeups import watch_in_thread
 from longcall.workflows.runs import Workflows
 

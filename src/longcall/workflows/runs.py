@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from longcall.core.backoff import exponential
 from longcall.core.jobs import parse_duration
+from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.errors import (
     InvalidAnswer,
     NonDeterminismError,
@@ -28,17 +29,7 @@ from longcall.errors import (
     WorkflowError,
 )
 from longcall.runtime import Runtime
-from longcall.store.runs import (
-    CANCELLED,
-    Checkpoint,
-    Held,
-    Interrupt,
-    NextClaim,
-    Run,
-    RunEvent,
-    RunStatus,
-    Step,
-)
+from longcall.store.runs import CANCELLED, Checkpoint, Held, NextClaim
 from longcall.workflows.answers import check_answers, key_number
 from longcall.workflows.checkpoints import LateCheckpoints
 from longcall.workflows.engine import (

@@ -349,30 +349,6 @@ RETURNING attempts;
 UPDATE lc_outbox SET holder = NULL, available_at = lc_now(%(now)s) + %(delay)s, last_error = %(error)s
 WHERE job_id = %(job_id)s AND kind = %(kind)s AND holder = %(holder)s;
 
--- name: insert_session
-INSERT INTO lc_sessions (session_id, app_name, user_id, created_at)
-VALUES (%(session_id)s, %(app_name)s, %(user_id)s, lc_now(%(now)s))
-ON CONFLICT (session_id) DO NOTHING;
-
--- name: get_session
-SELECT * FROM lc_sessions WHERE session_id = %(session_id)s;
-
--- name: bump_session_seq
-UPDATE lc_sessions SET event_seq = event_seq + 1 WHERE session_id = %(session_id)s
-RETURNING event_seq;
-
--- name: insert_session_event
-INSERT INTO lc_session_events (session_id, seq, invocation_id, author, content, response_to,
-                               final, created_at)
-VALUES (%(session_id)s, %(seq)s, %(invocation_id)s, %(author)s, %(content)s::jsonb, %(response_to)s, %(final)s::boolean, lc_now(%(now)s));
-
--- name: session_events
-SELECT * FROM lc_session_events WHERE session_id = %(session_id)s AND seq > %(after)s ORDER BY seq;
-
--- name: has_final_response
-SELECT 1 FROM lc_session_events WHERE session_id = %(session_id)s AND response_to = %(call_id)s
-  AND final;
-
 -- name: notify
 SELECT pg_notify(%(channel)s, %(payload)s);
 

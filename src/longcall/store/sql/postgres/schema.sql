@@ -1,5 +1,5 @@
 -- longcall schema for new installs (PostgreSQL): the job table, its event log, the outbox,
--- session leases and the scripted agent's sessions; equal to applying every migration in order.
+-- session leases, runs, schedules; equal to applying every migration in order.
 
 -- The time every query compares with: the caller's (a test clock) when given, otherwise the
 -- database's own, so hosts with skewed clocks agree on leases and deadlines. STABLE so that
@@ -88,29 +88,6 @@ CREATE TABLE lc_session_leases (
     user_id     TEXT NOT NULL DEFAULT '',   -- schema 12: '' for none
     PRIMARY KEY (app_name, user_id, session_id)
 );
-
-CREATE TABLE lc_sessions (
-    session_id  TEXT PRIMARY KEY,
-    app_name    TEXT NOT NULL,
-    user_id     TEXT NOT NULL,
-    event_seq   BIGINT NOT NULL DEFAULT 0,
-    created_at  DOUBLE PRECISION NOT NULL
-);
-
-CREATE TABLE lc_session_events (
-    session_id     TEXT NOT NULL REFERENCES lc_sessions (session_id) ON DELETE CASCADE,
-    seq            BIGINT NOT NULL,
-    invocation_id  TEXT NOT NULL,
-    author         TEXT NOT NULL,
-    content        JSONB NOT NULL,
-    response_to    TEXT,
-    final          BOOLEAN NOT NULL DEFAULT false,
-    created_at     DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
--- A call's closing response is appended once, whatever retries the resumer makes.
-CREATE UNIQUE INDEX lc_session_final_response
-    ON lc_session_events (session_id, response_to) WHERE final;
 
 -- Deliveries from outside (schema 2).
 CREATE TABLE lc_inbox (

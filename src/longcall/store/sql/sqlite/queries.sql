@@ -332,30 +332,6 @@ RETURNING attempts;
 UPDATE lc_outbox SET holder = NULL, available_at = :now + :delay, last_error = :error
 WHERE job_id = :job_id AND kind = :kind AND holder = :holder;
 
--- name: insert_session
-INSERT INTO lc_sessions (session_id, app_name, user_id, created_at)
-VALUES (:session_id, :app_name, :user_id, :now)
-ON CONFLICT (session_id) DO NOTHING;
-
--- name: get_session
-SELECT * FROM lc_sessions WHERE session_id = :session_id;
-
--- name: bump_session_seq
-UPDATE lc_sessions SET event_seq = event_seq + 1 WHERE session_id = :session_id
-RETURNING event_seq;
-
--- name: insert_session_event
-INSERT INTO lc_session_events (session_id, seq, invocation_id, author, content, response_to,
-                               final, created_at)
-VALUES (:session_id, :seq, :invocation_id, :author, :content, :response_to, :final, :now);
-
--- name: session_events
-SELECT * FROM lc_session_events WHERE session_id = :session_id AND seq > :after ORDER BY seq;
-
--- name: has_final_response
-SELECT 1 FROM lc_session_events WHERE session_id = :session_id AND response_to = :call_id
-  AND final = 1;
-
 -- name: notify
 -- SQLite has no notifications: other processes find work by polling.
 SELECT :channel, :payload WHERE 0;

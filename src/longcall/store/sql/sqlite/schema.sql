@@ -1,5 +1,5 @@
 -- longcall schema for new installs (SQLite): the job table, its event log, the outbox,
--- session leases and the scripted agent's sessions; equal to applying every migration in order.
+-- session leases, runs, schedules; equal to applying every migration in order.
 
 CREATE TABLE lc_jobs (
     job_id          TEXT PRIMARY KEY,
@@ -81,29 +81,6 @@ CREATE TABLE lc_session_leases (
     fence       INTEGER NOT NULL DEFAULT 0,  -- schema 10: raised by every take
     PRIMARY KEY (app_name, user_id, session_id)
 );
-
-CREATE TABLE lc_sessions (
-    session_id  TEXT PRIMARY KEY,
-    app_name    TEXT NOT NULL,
-    user_id     TEXT NOT NULL,
-    event_seq   INTEGER NOT NULL DEFAULT 0,
-    created_at  REAL NOT NULL
-);
-
-CREATE TABLE lc_session_events (
-    session_id     TEXT NOT NULL REFERENCES lc_sessions (session_id) ON DELETE CASCADE,
-    seq            INTEGER NOT NULL,
-    invocation_id  TEXT NOT NULL,
-    author         TEXT NOT NULL,
-    content        TEXT NOT NULL,
-    response_to    TEXT,
-    final          INTEGER NOT NULL DEFAULT 0,
-    created_at     REAL NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
--- A call's closing response is appended once, whatever retries the resumer makes.
-CREATE UNIQUE INDEX lc_session_final_response
-    ON lc_session_events (session_id, response_to) WHERE final = 1;
 
 -- Deliveries from outside (schema 2).
 CREATE TABLE lc_inbox (

@@ -1,0 +1,94 @@
+"""A workflow run and what is recorded about it: its status, checkpoints, questions, events.
+
+Plain values, as the store returns them; the engine and the store both use them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RunStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_INPUT = "waiting_input"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A workflow run as the store has it; ``result``, ``error`` and ``state`` are JSON data."""
+
+    run_id: str
+    workflow_id: str
+    status: RunStatus
+    input: Any
+    result: Any
+    error: Any
+    state: dict[str, Any]
+    user_id: str | None
+    job_id: str | None
+    cron_id: str | None
+    concurrency_key: str | None
+    idempotency_key: str | None
+    attempts: int  # failed attempts retried so far
+    executions: int  # times a worker (or caller) started executing it
+    max_retries: int
+    timeout_secs: float | None
+    errors: list[Any]
+    cancel_requested: bool
+    holder: str | None
+    lease_expires_at: float | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+    # Not stored: True on the Run that the call which created it returned (``submit_run``,
+    # ``run_workflow``); False when the call found the run made before (the same
+    # idempotency key or run id) and on every read.
+    created: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One task call's checkpoint: what was called, what it returned (or how it failed)."""
+
+    position: int
+    name: str
+    args_hash: str
+    ok: bool
+    result: Any
+    changes: list[tuple[str, Any]]
+    attempts: int
+    started_at: float
+    finished_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A question a run asked (``prompt``, ``schema``) and the answer given, if any."""
+
+    key: str
+    prompt: str | None
+    schema: dict[str, Any] | None
+    value: Any
+    supplied: bool
+    answered: bool
+    error: Any
+    asked_at: float | None
+    answered_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    seq: int
+    kind: str
+    data: Any
+    created_at: float
