@@ -27,7 +27,6 @@ from pathlib import Path
 
 import longcall
 from longcall.agents import AgentEvent, Message
-from longcall.delivery import Deliverer
 from pg_databases import BenchDatabases, add_prefix_option
 
 TARGET = 10.0
@@ -75,7 +74,7 @@ def deliveries_per_second(url: str, args: argparse.Namespace, bound: int) -> flo
     """Jobs per second one deliverer loop delivers (and marks) with ``bound`` in flight."""
     with longcall.App(url) as app:
         jobs = fill(app, args.sessions, args.per_session)
-        deliverer = Deliverer(app, SlowAgent(args.turn), deliveries=bound, poll_interval=0.05)
+        deliverer = app.deliverer(SlowAgent(args.turn), deliveries=bound, poll_interval=0.05)
 
         async def deliver_all() -> float:
             stop = asyncio.Event()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from longcall.clock import FakeClock
+from longcall.core.clock import FakeClock
 from longcall.store import Store, open_store
 from pg_cluster import ClusterUnavailable, ThrowawayCluster
 
@@ -54,7 +54,7 @@ def pg_template() -> Iterator[str]:
     _admin_execute(
         f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)", f"CREATE DATABASE {TEMPLATE}"
     )
-    from longcall.clock import SystemClock
+    from longcall.core.clock import SystemClock
     from longcall.store.postgres import PostgresStore
 
     store = PostgresStore(_pg_url(TEMPLATE), SystemClock(), pool_size=1)
@@ -97,7 +97,7 @@ def db_url(request: pytest.FixtureRequest) -> str:
     """A fresh database with longcall's schema: each test runs on SQLite and on PostgreSQL."""
     if request.param == "sqlite":
         url = str(request.getfixturevalue("sqlite_url"))
-        from longcall.clock import SystemClock
+        from longcall.core.clock import SystemClock
         from longcall.store import open_store
 
         store = open_store(url, SystemClock())

@@ -3,9 +3,9 @@
 Run by path: ``python tests/procs.py --url URL --log FILE [options]``. It builds an
 :class:`~longcall.App` on ``URL`` with the same tool and scripted agent the tests seed jobs
 with (:func:`build_app`), wraps the agent in a :class:`Recorder` and runs a
-:class:`~longcall.delivery.Deliverer` (``--mode resumer``) or a :class:`~longcall.worker.Worker`
-(``--mode worker``, which also stops on SIGTERM) until ``--stop-file`` exists or
-``--max-seconds`` pass.
+:class:`~longcall.jobs.delivery.Deliverer` (``--mode resumer``) or a
+:class:`~longcall.worker.Worker` (``--mode worker``, which also stops on SIGTERM) until
+``--stop-file`` exists or ``--max-seconds`` pass.
 
 The recorder appends one tab-separated line per fact to ``--log`` (``O_APPEND``, one
 ``write`` per line, so processes can share a file):
@@ -57,8 +57,8 @@ from urllib.parse import urlsplit
 
 from longcall import App, FenceLost, Rule, ScriptedAgent
 from longcall.agents import AgentEvent, Fence, FunctionResponse, Message
-from longcall.clock import Clock
-from longcall.scripted import FINAL_STATUSES
+from longcall.core.clock import Clock
+from longcall.testing.scripted import FINAL_STATUSES
 
 HERE = Path(__file__).resolve()
 TOOL = "report"

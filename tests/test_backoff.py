@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from longcall.backoff import exponential, exponential_ceiling, jittered
+from longcall.core.backoff import exponential, exponential_ceiling, jittered
 
 
 def test_ceilings_grow_by_the_factor_up_to_the_cap() -> None:

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 
 import longcall
 import sample_agent
-from longcall.cli import main
-from longcall.clock import SystemClock
-from longcall.demo import EMEA
-from longcall.jobs import job_id_for
+from longcall.cli.demo_cast import EMEA
+from longcall.cli.main import main
+from longcall.core.clock import SystemClock
+from longcall.core.jobs import job_id_for
 from longcall.store.queries import latest_version, migrations
 from longcall.store.sqlite import SqliteStore
 

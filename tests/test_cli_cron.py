@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import longcall
-from longcall.cli import main
+from longcall.cli.main import main
 from procs import sql_rows
 
 APP: longcall.App | None = None

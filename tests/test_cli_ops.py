@@ -18,9 +18,9 @@ from click.testing import CliRunner, Result
 
 import longcall
 import sample_agent
-from longcall.cli import main
-from longcall.clock import SystemClock
-from longcall.doctor import mask_url
+from longcall.cli.doctor import mask_url
+from longcall.cli.main import main
+from longcall.core.clock import SystemClock
 from longcall.store.queries import latest_version, migrations
 from longcall.store.sqlite import SqliteStore
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 import longcall
 from longcall import CallIds, Delivery
-from longcall.cli import main
+from longcall.cli.main import main
 from longcall.store import NewJob
 
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 import longcall
 from longcall import RunStatus, TaskContext
-from longcall.cli import main
+from longcall.cli.main import main
 
 APP: longcall.App | None = None
 

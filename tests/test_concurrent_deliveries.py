@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall import CallIds, Delivery, JobState, Message, SessionKey, delivery
+from longcall import CallIds, Delivery, JobState, Message, SessionKey
 from longcall.agents import AgentEvent
-from longcall.cli import main as cli_main
-from longcall.worker import Worker
+from longcall.cli.main import main as cli_main
+from longcall.jobs import delivery
 
 # The head-of-line test's slow agent turn, and the safety net for the idle session's wait
 # (measured: a few milliseconds to a few tens; see the printed figure).
@@ -142,7 +142,7 @@ def test_an_idle_session_is_delivered_while_another_session_s_turn_runs(
     other = longcall.App(db_url) if completed_by == "another app" else app
     if other is not app:
         export_tool(other)
-    worker = Worker(app, agent, poll_interval="0.25s")
+    worker = app.worker(agent, poll_interval="0.25s")
 
     async def scenario() -> float:
         running = asyncio.create_task(worker.run(handle_signals=False))
@@ -178,7 +178,7 @@ def test_sessions_run_side_by_side_but_each_one_at_a_time_in_order(app: longcall
     """Many jobs over a few sessions: sessions overlap, no session's runs do, order holds."""
     export = export_tool(app)
     agent = Sessions(turn=0.03)
-    worker = Worker(app, agent, deliveries=8, poll_interval="0.25s")
+    worker = app.worker(agent, deliveries=8, poll_interval="0.25s")
     sessions = [f"s{k}" for k in range(4)]
 
     async def scenario() -> tuple[list[str], dict[str, list[str]]]:
@@ -211,7 +211,7 @@ def test_never_more_deliveries_in_flight_than_the_bound(app: longcall.App) -> No
     """With deliveries=3 and 12 ready sessions, exactly 3 run at once, never more."""
     export = export_tool(app)
     agent = Sessions(turn=0.2)
-    worker = Worker(app, agent, deliveries=3, poll_interval="0.25s")
+    worker = app.worker(agent, deliveries=3, poll_interval="0.25s")
 
     async def scenario() -> None:
         job_ids = [await ready_job(app, export, f"s{n}", n) for n in range(12)]
@@ -230,7 +230,7 @@ def test_the_bound_must_be_at_least_one(app: longcall.App) -> None:
     agent = Sessions()
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match=r"deliveries .* at least 1"):
-            Worker(app, agent, deliveries=bad)  # type: ignore[arg-type]
+            app.worker(agent, deliveries=bad)  # type: ignore[arg-type]
         with pytest.raises(ValueError, match=r"deliveries .* at least 1"):
             app.deliverer(agent, deliveries=bad)
     for command in ("worker", "serve"):
@@ -247,7 +247,7 @@ def test_sigterm_drains_every_delivery_in_flight(app: longcall.App) -> None:
     message of a session is given back, not started; no lease or claim is left behind."""
     export = export_tool(app)
     agent = Sessions(turn=1.0)
-    worker = Worker(app, agent, poll_interval="0.25s", drain_timeout="30s")
+    worker = app.worker(agent, poll_interval="0.25s", drain_timeout="30s")
 
     async def scenario() -> tuple[list[str], str, float]:
         first = [await ready_job(app, export, f"s{n}", n) for n in range(5)]
@@ -282,7 +282,7 @@ def test_a_user_turn_holding_its_session_is_never_overlapped(app: longcall.App) 
     """While a user turn runs in s1, s1's completion waits and s2's is delivered at once."""
     export = export_tool(app)
     agent = Sessions(turn=0.01)
-    worker = Worker(app, agent, poll_interval="0.1s")
+    worker = app.worker(agent, poll_interval="0.1s")
 
     async def scenario() -> None:
         running = asyncio.create_task(worker.run(handle_signals=False))
@@ -315,7 +315,7 @@ def test_a_session_claimed_again_mid_delivery_waits_for_it(app: longcall.App) ->
     newer job, which was ready first)."""
     export = export_tool(app)
     agent = Sessions(slow={"s1": 1.0})
-    worker = Worker(app, agent, lease="0.6s", poll_interval="0.05s")
+    worker = app.worker(agent, lease="0.6s", poll_interval="0.05s")
     assert worker.deliverer is not None
     holder = worker.deliverer.holder
 
@@ -360,7 +360,7 @@ def test_a_session_claimed_between_its_release_and_the_delivery_s_end_is_not_stu
     than when the lease runs out (60 s, the default here)."""
     export = export_tool(app)
     agent = Sessions()
-    worker = Worker(app, agent, poll_interval="0.05s")
+    worker = app.worker(agent, poll_interval="0.05s")
     assert worker.deliverer is not None
     held_open = asyncio.Event()  # bound to the scenario's loop on first use
 
@@ -401,7 +401,7 @@ def test_a_delivery_ending_while_a_newer_claim_gives_back_does_not_strand_its_jo
     against it): the given-back job would stay claimed until its claim ran out (60 s)."""
     export = export_tool(app)
     agent = Sessions()
-    worker = Worker(app, agent, poll_interval="0.05s")
+    worker = app.worker(agent, poll_interval="0.05s")
     deliverer = worker.deliverer
     assert deliverer is not None
     held_open = asyncio.Event()

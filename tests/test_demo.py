@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall.cli import main
-from longcall.demo import APAC, EMEA
+from longcall.cli.demo_cast import APAC, EMEA
+from longcall.cli.main import main
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
@@ -120,7 +120,8 @@ def test_demo_serve_keeps_serving_until_sigterm(tmp_path: Path) -> None:
 def test_demo_without_the_server_extra_says_what_to_install() -> None:
     """Without starlette the demo names `pip install 'longcall[server]'` and exits 2."""
     code = (
-        "import sys; sys.modules['starlette'] = None; from longcall.cli import main; main(['demo'])"
+        "import sys; sys.modules['starlette'] = None; "
+        "from longcall.cli.main import main; main(['demo'])"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=ENV

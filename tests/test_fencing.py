@@ -20,7 +20,6 @@ import longcall
 from longcall import CallIds, Delivery, FakeClock, FenceLost, JobState, Message, SessionKey
 from longcall.agents import AgentEvent
 from longcall.store import Store
-from longcall.worker import Worker
 from test_store_conformance import LEASE, THROTTLE, key, ready
 
 # -- the store ----------------------------------------------------------------------------
@@ -179,7 +178,7 @@ def test_a_heartbeat_that_finds_the_fence_moved_cuts_the_delivery_short(
     holder id, which a stale delivery shares with its replacement): the next heartbeat
     finds its fence gone and cancels the run; the job goes back and is delivered once."""
     agent = Held()
-    worker = Worker(app, agent, lease="0.6s", poll_interval="0.05s")
+    worker = app.worker(agent, lease="0.6s", poll_interval="0.05s")
     assert worker.deliverer is not None
     deliverer = worker.deliverer
 

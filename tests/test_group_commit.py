@@ -115,7 +115,7 @@ def test_lease_and_dispatch_bookkeeping_commit_without_an_fsync(
     """With synchronous=FULL, the job row and its completion commit with SQLite's fsync;
     session leases and the note that a tool's body ran commit without one (all that a power
     cut can cost there is a retry); a group holding any write of the first kind is synced."""
-    from longcall.jobs import SessionKey
+    from longcall.core.jobs import SessionKey
     from longcall.store.sqlite import _Pending
 
     app = longcall.App(f"sqlite:///{tmp_path}/relaxed.db")  # FULL by default

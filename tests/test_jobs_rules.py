@@ -1,4 +1,4 @@
-"""The pure job rules of longcall.jobs: attach planning, readiness, responses, durations."""
+"""The pure job rules of longcall.core.jobs: attach planning, readiness, responses, durations."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from longcall.jobs import (
+from longcall.core.jobs import (
     TERMINAL_STATES,
     CallIds,
     Delivery,

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 import longcall
 from longcall import Delivery, JobState
-from longcall.cli import main
-from longcall.clock import SystemClock
-from longcall.dispatcher import Dispatcher
+from longcall.cli.main import main
+from longcall.core.clock import SystemClock
+from longcall.jobs.dispatcher import Dispatcher
 
 EXPORT_RULE = longcall.Rule(r"export (\d+)", calls=[("export", lambda m: {"n": int(m[1])})])
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
@@ -131,8 +131,8 @@ def test_result_after_the_deadline_is_late_whether_or_not_the_sweeper_ran(
     assert outcome.job.state is JobState.EXPIRED
     assert_ended_late(fake_app, 3, agent)
     # The on_cancel hook's outbox item was queued once, as a sweeper's expiry queues it.
-    assert asyncio.run(Dispatcher(fake_app).run_once()) == 1
-    assert asyncio.run(Dispatcher(fake_app).run_once()) == 0
+    assert asyncio.run(Dispatcher(fake_app.jobs).run_once()) == 1
+    assert asyncio.run(Dispatcher(fake_app.jobs).run_once()) == 0
     assert cancelled == [job_id(3)]
 
 

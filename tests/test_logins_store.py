@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from longcall.clock import FakeClock
+from longcall.core.clock import FakeClock
 from longcall.store import Store
 
 

@@ -15,8 +15,8 @@ import pytest
 
 import longcall
 from longcall import App, RunStatus, ScriptedAgent, TaskContext
-from longcall.delivery import Deliverer
 from longcall.errors import InvalidAnswer, InvalidResume
+from longcall.jobs.delivery import Deliverer
 
 
 @pytest.fixture

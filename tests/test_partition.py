@@ -32,9 +32,9 @@ import pytest
 
 import netns
 from longcall import App, Delivery, JobState, SessionKey
-from longcall.jobs import parse_duration
-from longcall.scripted import FINAL_STATUSES
+from longcall.core.jobs import parse_duration
 from longcall.store.postgres import IDLE_IN_TRANSACTION_TIMEOUT
+from longcall.testing.scripted import FINAL_STATUSES
 from pg_cluster import ClusterUnavailable, ThrowawayCluster
 from procs import (
     AgentStore,
@@ -451,8 +451,8 @@ def test_partitioned_host_never_writes_after_losing_its_claims(
 HOLDER_SCRIPT = """
 import sys, time
 from pathlib import Path
-from longcall.clock import SystemClock
-from longcall.jobs import SessionKey
+from longcall.core.clock import SystemClock
+from longcall.core.jobs import SessionKey
 from longcall.store.postgres import PostgresStore
 
 store = PostgresStore(sys.argv[1], SystemClock(), pool_size=1)

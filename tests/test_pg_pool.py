@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from longcall.clock import SystemClock
+from longcall.core.clock import SystemClock
 from longcall.store.postgres import PostgresStore
 
 pytestmark = pytest.mark.postgres

@@ -21,9 +21,9 @@ import pytest
 
 import longcall
 from longcall import Delivery, JobState, Message
-from longcall.delivery import response_of
-from longcall.dispatcher import Dispatcher
-from longcall.sweeper import Sweeper
+from longcall.jobs.delivery import response_of
+from longcall.jobs.dispatcher import Dispatcher
+from longcall.jobs.sweeper import Sweeper
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
 EXPORT_RULE = longcall.Rule(r"export (\d+)", calls=[("export", lambda m: {"n": int(m[1])})])
@@ -128,7 +128,7 @@ class ResumerThread:
         self, app: longcall.App, runner: Any, *, loop: str = "run", **options: Any
     ) -> None:
         options.setdefault("poll_interval", 0.05)
-        self.deliverer = longcall.Deliverer(app, runner, **options)
+        self.deliverer = app.deliverer(runner, **options)
         self.loop = loop
         self.stop = threading.Event()
         self.error: BaseException | None = None
@@ -450,9 +450,7 @@ def test_completion_before_attach_is_delivered_once_after_attach(app: longcall.A
         assert runner.tally.response_messages() == []
         assert (await app.get_job_async(unjoined)).delivery is Delivery.NONE
 
-        observer = longcall.CallObserver(
-            app, app_name=agent.app_name, user_id="u1", session_id="s1"
-        )
+        observer = app.call_observer(app_name=agent.app_name, user_id="u1", session_id="s1")
         await observer.observe_all(events)
         assert observer.attached == [unjoined]
         job = await app.get_job_async(unjoined)
@@ -738,8 +736,8 @@ def test_expired_job_is_delivered_once_and_a_late_result_is_ignored(
         assert not late.changed
         assert late.job.state is JobState.EXPIRED
         assert await resumer.run_once() == 0
-        assert await Dispatcher(app).run_once() == 1
-        assert await Dispatcher(app).run_once() == 0
+        assert await Dispatcher(app.jobs).run_once() == 1
+        assert await Dispatcher(app.jobs).run_once() == 0
 
     asyncio.run(scenario())
     job = app.get_job(export_id(3))

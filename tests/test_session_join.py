@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from longcall import App, CallIds, JobState, SessionKey
-from longcall.clock import FakeClock
+from longcall.core.clock import FakeClock
 from longcall.store import NewJob, Store
 from longcall.store import queries as sql
 

@@ -37,7 +37,7 @@ from longcall import (
     JobState,
     LongcallError,
 )
-from longcall.jobs import SessionKey, expired_result, is_ready
+from longcall.core.jobs import SessionKey, expired_result, is_ready
 from longcall.store import NewJob, Store, open_store
 
 LEASE = 30.0

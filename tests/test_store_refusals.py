@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from longcall import CallIds, InvalidValue, JobNotFound
-from longcall.ids import STORE_MAX_BYTES
+from longcall.core.ids import STORE_MAX_BYTES
 from longcall.store import NewJob, Store
 
 FOUR_BYTES = "\U0001f600"  # 4 bytes in UTF-8: the worst case for a byte bound

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import longcall
-from longcall.tools import DEFAULT_PENDING_MESSAGE, LONG_RUNNING_NOTE
+from longcall.jobs.tools import DEFAULT_PENDING_MESSAGE, LONG_RUNNING_NOTE
 
 PENDING_KEYS = {"status", "jobId", "message"}
 

@@ -114,7 +114,11 @@ def test_the_names_the_docs_use_for_runs_and_their_errors_are_exported() -> None
 @pytest.mark.parametrize(
     ("name", "now", "replacement"),
     [
-        ("Sweeper", "longcall.sweeper.Sweeper", r"app\.sweeper\(\) or longcall\.sweeper\.Sweeper"),
+        (
+            "Sweeper",
+            "longcall.jobs.sweeper.Sweeper",
+            r"app\.sweeper\(\) or longcall\.jobs\.sweeper\.Sweeper",
+        ),
         ("InvalidResume", "longcall.errors.InvalidAnswer", r"longcall\.InvalidAnswer"),
     ],
 )

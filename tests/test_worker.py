@@ -1,7 +1,7 @@
 """The worker's loops: a graceful stop, the outbox's re-dispatch, ``on_cancel`` hooks.
 
 The graceful stop runs a real worker process (``tests/procs.py --mode worker``) and sends it
-SIGTERM; the dispatcher tests drive :class:`~longcall.dispatcher.Dispatcher` passes in
+SIGTERM; the dispatcher tests drive :class:`~longcall.jobs.dispatcher.Dispatcher` passes in
 process with a :class:`~longcall.testing.FakeClock`, on SQLite and on PostgreSQL.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from longcall import App, CallIds, Delivery, JobHandle, JobState, Rule, ScriptedAgent
-from longcall.dispatcher import Dispatcher
+from longcall.jobs.dispatcher import Dispatcher
 from longcall.store import NewJob
 from longcall.testing import FakeClock
 from procs import (
@@ -163,7 +163,7 @@ def test_dispatcher_resubmits_a_lost_submission_once(db_url: str) -> None:
         new = NewJob("job-1", "export", {"fmt": "csv"}, CallIds(), deadline=None)
         _, created = app.store.create_job(new, holder="crashed-creator", dispatch_lease=30)
         assert created
-        first, second = Dispatcher(app), Dispatcher(app)
+        first, second = Dispatcher(app.jobs), Dispatcher(app.jobs)
 
         async def scenario() -> None:
             # The creator's hold is still live: nobody re-submits yet.
@@ -197,7 +197,7 @@ def test_lost_submission_of_a_finished_job_is_dropped(db_url: str) -> None:
         app.store.create_job(new, holder="crashed-creator", dispatch_lease=30)
         assert app.complete("job-1", {"rows": 1}).changed
         clock.advance(31)
-        assert asyncio.run(Dispatcher(app).run_once()) == 1
+        assert asyncio.run(Dispatcher(app.jobs).run_once()) == 1
         assert submitted == []
         assert outbox(db_url) == []
         assert app.get_job("job-1").state is JobState.SUCCEEDED
@@ -229,7 +229,7 @@ def test_dispatch_that_keeps_failing_fails_the_job_and_the_agent_hears(db_url: s
         assert job.call_id is not None
         assert outbox(db_url) == [(job.job_id, "dispatch")]
 
-        dispatcher = Dispatcher(app, max_attempts=3)
+        dispatcher = Dispatcher(app.jobs, max_attempts=3)
 
         async def scenario() -> None:
             clock.advance(31)
@@ -278,7 +278,7 @@ def test_on_cancel_runs_once_on_expiry_and_once_on_cancel(db_url: str) -> None:
         assert app.cancel(dropped, "not needed").changed
         clock.advance(6 * 60)
         assert [j.job_id for j in app.sweeper().sweep()] == [late]
-        dispatcher = Dispatcher(app)
+        dispatcher = Dispatcher(app.jobs)
 
         async def drain() -> int:
             total = 0
@@ -319,7 +319,7 @@ def test_failing_on_cancel_hook_is_retried_and_recorded(db_url: str) -> None:
 
         job_id = export(fmt="csv")["jobId"]
         assert app.cancel(job_id).changed
-        dispatcher = Dispatcher(app)
+        dispatcher = Dispatcher(app.jobs)
 
         async def scenario() -> None:
             for attempt in (1, 2):
@@ -356,7 +356,7 @@ def test_on_cancel_hook_that_always_fails_is_given_up_visibly(db_url: str) -> No
 
         job_id = export(fmt="csv")["jobId"]
         assert app.cancel(job_id).changed
-        dispatcher = Dispatcher(app, max_attempts=3)
+        dispatcher = Dispatcher(app.jobs, max_attempts=3)
 
         async def scenario() -> None:
             for _ in range(10):
@@ -404,7 +404,7 @@ def test_sync_on_cancel_hook_runs_off_the_event_loop(db_url: str) -> None:
         async def scenario() -> int:
             ticker = asyncio.create_task(tick())
             try:
-                return await Dispatcher(app).run_once()
+                return await Dispatcher(app.jobs).run_once()
             finally:
                 ticker.cancel()
 

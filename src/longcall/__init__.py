@@ -8,15 +8,23 @@ anywhere, and resumes the conversation with the function response exactly once.
 from longcall.agents import (
     AgentEvent,
     AgentRunner,
-    CallObserver,
     Fence,
     FunctionCall,
     FunctionResponse,
     Message,
 )
 from longcall.app import App
-from longcall.clock import Clock, FakeClock, SystemClock
-from longcall.delivery import Deliverer
+from longcall.core.clock import Clock, FakeClock, SystemClock
+from longcall.core.jobs import (
+    CallIds,
+    Delivery,
+    FinishOutcome,
+    Job,
+    JobEvent,
+    JobState,
+    SessionKey,
+    job_id_for,
+)
 from longcall.errors import (
     AgentError,
     AttachConflict,
@@ -41,18 +49,10 @@ from longcall.errors import (
     WorkflowError,
     WorkflowNotFound,
 )
-from longcall.jobs import (
-    CallIds,
-    Delivery,
-    FinishOutcome,
-    Job,
-    JobEvent,
-    JobState,
-    SessionKey,
-    job_id_for,
-)
-from longcall.scripted import Rule, ScriptedAgent
-from longcall.tools import JobHandle, LongRunningTool
+from longcall.jobs.delivery import Deliverer
+from longcall.jobs.observer import CallObserver
+from longcall.jobs.tools import JobHandle, LongRunningTool
+from longcall.testing.scripted import Rule, ScriptedAgent
 from longcall.worker import Worker
 from longcall.workflows import (
     Interrupt,
@@ -72,7 +72,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> object:
     # Names kept for one release: renamed ones, and internals no longer exported here.
-    from longcall.deprecation import deprecated
+    from longcall.core.deprecation import deprecated
 
     if name == "Resumer":
         deprecated("longcall.Resumer", "longcall.Deliverer")
@@ -81,9 +81,9 @@ def __getattr__(name: str) -> object:
         deprecated("longcall.InvalidResume", "longcall.InvalidAnswer")
         return InvalidAnswer
     if name == "Sweeper":
-        from longcall.sweeper import Sweeper
+        from longcall.jobs.sweeper import Sweeper
 
-        deprecated("longcall.Sweeper", "app.sweeper() or longcall.sweeper.Sweeper")
+        deprecated("longcall.Sweeper", "app.sweeper() or longcall.jobs.sweeper.Sweeper")
         return Sweeper
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -1,5 +1,5 @@
 """``python -m longcall``: the ``longcall`` command."""
 
-from longcall.cli import main
+from longcall.cli.main import main
 
 main(prog_name="longcall")

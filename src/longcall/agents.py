@@ -1,26 +1,19 @@
-"""The agent side: one small protocol any framework can speak, and the call observer.
+"""The agent side: one small protocol any framework can speak.
 
 An :class:`AgentRunner` runs a message into a session and streams the events it produces;
-the deliverer uses it to hand function responses back. The :class:`CallObserver` reads an event
-stream and attaches session and call ids to jobs, for frameworks whose tools cannot see
-their own call id.
+the deliverer uses it to hand function responses back. These are plain types: the engines
+use them, and nothing here depends on the rest of longcall but its errors and job types.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from longcall.errors import AttachConflict, FenceLost, JobNotFound
-from longcall.jobs import CallIds, SessionKey
-
-if TYPE_CHECKING:
-    from longcall.app import App
-
-log = logging.getLogger("longcall.agents")
+from longcall.core.jobs import SessionKey
+from longcall.errors import FenceLost
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,45 +116,3 @@ class TranscriptSource(Protocol):
     """An agent runner that can show a session's conversation (the dashboard's transcript)."""
 
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]: ...
-
-
-class CallObserver:
-    """Attaches session and call ids to jobs from a run's events.
-
-    Long-running call ids are remembered from the call event; when the response to one of
-    them carries a ``jobId`` (the pending map), that job is joined to the session and call.
-    One observer serves one run; the durable record is the job row.
-    """
-
-    def __init__(self, app: App, *, app_name: str | None, user_id: str, session_id: str) -> None:
-        self._app = app
-        self._ids = CallIds(app_name=app_name, user_id=user_id, session_id=session_id)
-        self._open: dict[str, str | None] = {}  # long-running call id -> invocation id
-        self.attached: list[str] = []
-
-    async def observe(self, event: AgentEvent) -> None:
-        for call_id in event.long_running_ids:
-            self._open[call_id] = event.invocation_id
-        for response in event.function_responses:
-            if response.id not in self._open:
-                continue
-            job_id = response.response.get("jobId")
-            if not isinstance(job_id, str) or self._app.is_joined(response.id):
-                self._open.pop(response.id, None)
-                continue
-            ids = CallIds(
-                self._ids.app_name,
-                self._ids.user_id,
-                self._ids.session_id,
-                response.id,
-                self._open.pop(response.id),
-            )
-            try:
-                await self._app.attach_async(job_id, ids)
-                self.attached.append(job_id)
-            except (AttachConflict, JobNotFound) as exc:
-                log.warning("could not attach job %s to call %s: %s", job_id, response.id, exc)
-
-    async def observe_all(self, events: Iterable[AgentEvent]) -> None:
-        for event in events:
-            await self.observe(event)

@@ -10,21 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
-import socket
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from longcall.agents import AgentEvent, AgentRunner, CallObserver, Message
-from longcall.clock import Clock, SystemClock
-from longcall.deprecation import deprecated
-from longcall.errors import AttachConflict, ConfigError, SyncInAsyncError
-from longcall.jobs import (
+from longcall.agents import AgentEvent, AgentRunner, Message
+from longcall.core.clock import Clock, SystemClock
+from longcall.core.deprecation import deprecated
+from longcall.core.jobs import (
     CallIds,
     FinishOutcome,
     Job,
@@ -33,28 +28,32 @@ from longcall.jobs import (
     SessionKey,
     parse_duration,
 )
+from longcall.cron.scheduler import Crons
+from longcall.jobs.delivery import Deliverer
+from longcall.jobs.engine import Jobs
+from longcall.jobs.observer import CallObserver
+from longcall.jobs.sweeper import Sweeper
+from longcall.jobs.tools import JobHandle, LongRunningTool
+from longcall.runtime import Runtime
 from longcall.store import Store, open_store
 from longcall.store.base import Ingested
-from longcall.tools import JobHandle, LongRunningTool
+from longcall.store.runs import Run, RunEvent
+from longcall.worker import Worker
+from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
+from longcall.workflows.run_worker import RunWorker
+from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
+from longcall.workflows.state import Reducer, StateSchemaValidator
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from longcall.delivery import Deliverer
-    from longcall.options import (
+    from longcall.core.options import (
         DelivererOptions,
         JobFilters,
         RunWorkerOptions,
         SweeperOptions,
         WorkerOptions,
     )
-    from longcall.store.runs import Run, RunEvent
-    from longcall.sweeper import Sweeper
-    from longcall.worker import Worker
-    from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
-    from longcall.workflows.runs import TaskDecorator, WorkflowDecorator
-    from longcall.workflows.state import Reducer, StateSchemaValidator
-    from longcall.workflows.worker import RunWorker
 
 log = logging.getLogger("longcall")
 P = ParamSpec("P")
@@ -65,11 +64,6 @@ A2 = TypeVar("A2")
 A3 = TypeVar("A3")
 
 DEFAULT_URL = "sqlite:///longcall.db"
-
-
-def new_holder_id(role: str = "app") -> str:
-    """A name for one lease holder: host, process and a random suffix, readable in the table."""
-    return f"{socket.gethostname()}:{os.getpid()}:{role}:{uuid.uuid4().hex[:8]}"
 
 
 class App:
@@ -105,63 +99,56 @@ class App:
         except BaseException:
             self.store.close()
             raise
-        self.progress_throttle = parse_duration(progress_throttle)
-        self.dispatch_lease = parse_duration(dispatch_lease)
-        self.session_lease = parse_duration(session_lease)
-        from longcall.workflows.runs import Workflows
-
+        self.runtime = Runtime(
+            self.store,
+            self.clock,
+            dispatch_lease=parse_duration(dispatch_lease),
+            session_lease=parse_duration(session_lease),
+            progress_throttle=parse_duration(progress_throttle),
+            threads=threads,
+        )
+        self.progress_throttle = self.runtime.progress_throttle
+        self.dispatch_lease = self.runtime.dispatch_lease
+        self.session_lease = self.runtime.session_lease
+        self.holder = self.runtime.holder
+        # The engines, side by side on the runtime.
+        self.jobs = Jobs(self.runtime)
+        self.tools = self.jobs.tools
+        self.delivery_listeners = self.jobs.delivery_listeners
         # A run's holder renews its lease every third of it; a holder that dies loses the run
         # to whoever continues it once the lease has run out.
         self.workflows = Workflows(
-            self,
+            self.runtime,
             lease=parse_duration(run_lease),
             retry_base=parse_duration(run_retry),
             checkpoint_delay=parse_duration(checkpoint_delay),
         )
-        from longcall.workflows.cron import Crons
-
-        self.crons = Crons(self)
-        self.holder = new_holder_id()
-        self.tools: dict[str, LongRunningTool] = {}
-        # Called as (outcome, job) for each delivery the deliverer makes: "delivered",
-        # "progress_delivered", "orphaned", "delivery_retried", ... (the server's metrics).
-        self.delivery_listeners: list[Callable[[str, Job], None]] = []
-        # Calls whose job this process created with the whole join: an observer that sees
-        # their pending response has nothing to attach (a bounded memory, not a record).
-        self._joined_calls: OrderedDict[str, None] = OrderedDict()
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="longcall")
+        self.crons = Crons(self.runtime, self.workflows)
 
     # -- plumbing -----------------------------------------------------------------------
 
     def refuse_in_loop(self, method: str) -> None:
         """Raise :class:`SyncInAsyncError` when called from a thread running an event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        raise SyncInAsyncError(method)
+        self.runtime.refuse_in_loop(method)
 
     async def in_thread(self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run a blocking store call on the app's thread pool."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
+        return await self.runtime.in_thread(func, *args, **kwargs)
 
     def start_in_thread(
         self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> asyncio.Future[T]:
-        """Start a blocking store call on the app's thread pool now, from the loop, and
-        return a future for it. The call runs even if nobody awaits the future (and
-        :meth:`close` waits for it)."""
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._executor, functools.partial(func, *args, **kwargs))
+        """Start a blocking store call on the app's thread pool now (see
+        :meth:`Runtime.start_in_thread`)."""
+        return self.runtime.start_in_thread(func, *args, **kwargs)
 
     def call_in_thread(self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> None:
         """Start a blocking call on the app's thread pool, from any thread, without waiting
         for it (RuntimeError once the app is closed)."""
-        self._executor.submit(func, *args, **kwargs)
+        self.runtime.call_in_thread(func, *args, **kwargs)
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        self.runtime.close()
         self.workflows.heartbeat.close()
         self.workflows.late_checkpoints.close()
         self.store.close()
@@ -217,8 +204,7 @@ class App:
         """
 
         def register(f: Callable[..., Any]) -> LongRunningTool:
-            tool = LongRunningTool(
-                self,
+            return self.jobs.register(
                 f,
                 name=name,
                 key=key,
@@ -227,10 +213,6 @@ class App:
                 description=description,
                 context_types=context_types,
             )
-            if tool.name in self.tools:
-                raise ConfigError(f"a tool named {tool.name!r} is already registered")
-            self.tools[tool.name] = tool
-            return tool
 
         return register(func) if func is not None else register
 
@@ -353,31 +335,6 @@ class App:
     async def redeliver_async(self, job_id: str, *, app_name: str | None = None) -> Job:
         return await self.in_thread(self.store.redeliver, job_id, app_name=app_name)
 
-    def joined(self, job: Job) -> None:
-        """Remember that ``job`` was created with its session and call id."""
-        if job.call_id is not None and job.session_id is not None:
-            self.remember_joined(job.call_id)
-
-    def remember_joined(self, call_id: str) -> None:
-        """Remember that the job of ``call_id`` has its join: observers leave the call alone."""
-        self._joined_calls[call_id] = None
-        if len(self._joined_calls) > 10_000:
-            self._joined_calls.popitem(last=False)
-
-    def is_joined(self, call_id: str) -> bool:
-        """Whether this process created the job of ``call_id`` with the whole join."""
-        return call_id in self._joined_calls
-
-    def attach_quietly(self, job: Job, ids: CallIds) -> Job:
-        """Attach what is missing; a conflict is recorded on the job, logged, and not raised."""
-        if not any(ids.as_dict().values()):
-            return job
-        try:
-            return self.store.attach(job.job_id, ids)
-        except AttachConflict as exc:
-            log.warning("%s", exc)
-            return job
-
     # -- reading ------------------------------------------------------------------------
 
     def get_job(self, job_id: str) -> Job:
@@ -416,45 +373,15 @@ class App:
         process or any other.
         """
         session = SessionKey(app_name, user_id, session_id)
-        holder = new_holder_id(kind)
-        delay = 0.005
-        while not await self.in_thread(
-            self.store.take_session, session, holder, kind=kind, ttl=self.session_lease
-        ):
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
-        renewer = asyncio.create_task(self._renew_session(session, holder, kind))
-        try:
+        async with self.jobs.session_turn(session, kind=kind) as holder:
             yield holder
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
-            await self.in_thread(self.store.release_session, session, holder)
-
-    async def _renew_session(self, session: SessionKey, holder: str, kind: str) -> None:
-        while True:
-            await asyncio.sleep(self.session_lease / 3)
-            try:
-                kept = await self.in_thread(
-                    self.store.renew_session, session, holder, ttl=self.session_lease
-                )
-            except Exception:
-                log.exception("could not renew the lease on session %s", session)
-                continue
-            if not kept:
-                log.error(
-                    "the %s on session %s outlived its lease; a resume may overlap it",
-                    kind,
-                    session,
-                )
 
     async def run_turn_async(
         self, runner: AgentRunner, *, user_id: str, session_id: str, text: str
     ) -> list[AgentEvent]:
         """A user's turn: takes the session lease, runs the agent, attaches long-running calls."""
-        observer = CallObserver(
-            self, app_name=runner.app_name, user_id=user_id, session_id=session_id
+        observer = self.call_observer(
+            app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         events = []
         async with self.session_turn(session_id, app_name=runner.app_name, user_id=user_id):
@@ -668,9 +595,7 @@ class App:
 
     def run_worker(self, **options: Unpack[RunWorkerOptions]) -> RunWorker:
         """A loop that claims and executes background runs: ``await worker.run(stop)``."""
-        from longcall.workflows.worker import RunWorker
-
-        return RunWorker(self, **options)
+        return RunWorker(self.workflows, **options)
 
     def get_run(self, run_id: str) -> RunDetails:
         """The run with its checkpoints, interrupts and events."""
@@ -691,9 +616,7 @@ class App:
     def deliverer(self, runner: AgentRunner, **options: Unpack[DelivererOptions]) -> Deliverer:
         """The loop that hands finished jobs back to ``runner``'s sessions (the worker runs
         one; this is for running it alone)."""
-        from longcall.delivery import Deliverer
-
-        return Deliverer(self, runner, **options)
+        return Deliverer(self.jobs, runner, **options)
 
     def resumer(self, runner: AgentRunner, **options: Unpack[DelivererOptions]) -> Deliverer:
         """Deprecated name of :meth:`deliverer`."""
@@ -701,9 +624,7 @@ class App:
         return self.deliverer(runner, **options)
 
     def sweeper(self, **options: Unpack[SweeperOptions]) -> Sweeper:
-        from longcall.sweeper import Sweeper
-
-        return Sweeper(self, **options)
+        return Sweeper(self.runtime, **options)
 
     def worker(
         self,
@@ -715,9 +636,14 @@ class App:
         """The worker loops: deliveries to ``runner`` (or to each of ``runners``, one per ADK
         app: each app's jobs go to its own runner), deadlines, submissions and, when
         workflows are registered, background runs."""
-        from longcall.worker import Worker
+        return Worker(self.jobs, self.workflows, self.crons, runner, runners=runners, **options)
 
-        return Worker(self, runner, runners=runners, **options)
+    def call_observer(self, *, app_name: str | None, user_id: str, session_id: str) -> CallObserver:
+        """A :class:`CallObserver` for one run into ``session_id``: joins the jobs of the
+        long-running calls it sees to the session and call."""
+        return CallObserver(
+            self.jobs.joins, app_name=app_name, user_id=user_id, session_id=session_id
+        )
 
 
 def _error_body(error: str | dict[str, Any]) -> dict[str, Any]:

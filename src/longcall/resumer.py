@@ -1,17 +1,17 @@
-"""Deprecated module: the deliverer is :class:`longcall.delivery.Deliverer` now ("resume" named
+"""Deprecated module: the deliverer is :class:`longcall.jobs.delivery.Deliverer` now ("resume" named
 four things; delivering a job's result to the agent is "delivery")."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from longcall.deprecation import deprecated
+from longcall.core.deprecation import deprecated
 
 
 def __getattr__(name: str) -> Any:
     if name == "Resumer":
-        deprecated("longcall.resumer.Resumer", "longcall.delivery.Deliverer")
-        from longcall.delivery import Deliverer
+        deprecated("longcall.resumer.Resumer", "longcall.jobs.delivery.Deliverer")
+        from longcall.jobs.delivery import Deliverer
 
         return Deliverer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,7 @@ import datetime as dt
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from longcall.jobs import Job, JobEvent
+from longcall.core.jobs import Job, JobEvent
 from longcall.store.cron import Cron, CronFire
 from longcall.store.runs import Interrupt, Run, RunEvent, Step
 

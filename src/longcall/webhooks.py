@@ -47,19 +47,19 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "longcall.webhooks needs standardwebhooks; install it with: pip install 'longcall[server]'"
     ) from exc
 
+from longcall.core.webhook_secrets import (
+    MIN_SECRET_BYTES,
+    SECRET_PREFIX,
+    check_secret,
+    decode_secret,
+    new_secret,
+)
 from longcall.errors import (
     ConfigError,
     WebhookBadRequest,
     WebhookError,
     WebhookTooLarge,
     WebhookUnauthorized,
-)
-from longcall.webhook_secrets import (
-    MIN_SECRET_BYTES,
-    SECRET_PREFIX,
-    check_secret,
-    decode_secret,
-    new_secret,
 )
 
 __all__ = [

@@ -25,16 +25,17 @@ import logging
 import signal
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from longcall.agents import AgentRunner
-from longcall.delivery import Deliverer, check_deliveries
-from longcall.dispatcher import Dispatcher
-from longcall.jobs import parse_duration
-from longcall.sweeper import Sweeper
-
-if TYPE_CHECKING:
-    from longcall.app import App
+from longcall.core.jobs import parse_duration
+from longcall.cron.scheduler import Crons
+from longcall.jobs.delivery import Deliverer, check_deliveries
+from longcall.jobs.dispatcher import Dispatcher
+from longcall.jobs.engine import Jobs
+from longcall.jobs.sweeper import Sweeper
+from longcall.workflows.run_worker import RunWorker
+from longcall.workflows.runs import Workflows
 
 log = logging.getLogger("longcall.worker")
 
@@ -67,7 +68,9 @@ class Worker:
 
     def __init__(
         self,
-        app: App,
+        jobs: Jobs,
+        workflows: Workflows,
+        crons: Crons,
         runner: AgentRunner | None = None,
         *,
         runners: Sequence[AgentRunner] = (),
@@ -79,14 +82,15 @@ class Worker:
         drain_timeout: str | float = "30s",
         **deliverer_options: Any,
     ) -> None:
-        self.app = app
+        self.runtime = jobs.runtime
+        self.workflows = workflows
         check_deliveries(deliveries)
         served = check_runners(([runner] if runner is not None else []) + list(runners))
         holder = deliverer_options.pop("holder", None)
         # Without an agent there is nothing to resume; the rest still has work to do.
         self.deliverers = [
             Deliverer(
-                app,
+                jobs,
                 each,
                 deliveries=deliveries,
                 holder=holder
@@ -98,19 +102,19 @@ class Worker:
         ]
         self.deliverer = self.deliverers[0] if self.deliverers else None
         if runs is None:
-            runs = bool(app.workflows.registry)
-        self.runs = app.run_worker(concurrency=run_concurrency) if runs else None
+            runs = bool(workflows.registry)
+        self.runs = RunWorker(workflows, concurrency=run_concurrency) if runs else None
         # Schedules start runs; any number of workers may run the scheduler, each occurrence
         # is claimed once.
-        self.scheduler = app.crons.scheduler() if runs else None
-        self.sweeper = Sweeper(app, interval=sweep_interval)
-        self.dispatcher = Dispatcher(app, interval=dispatch_interval)
+        self.scheduler = crons.scheduler() if runs else None
+        self.sweeper = Sweeper(self.runtime, interval=sweep_interval)
+        self.dispatcher = Dispatcher(jobs, interval=dispatch_interval)
         self.drain_timeout = parse_duration(drain_timeout)
         self.stop_event: asyncio.Event | None = None
         self.worker_id = (
             self.runs.holder
             if self.runs is not None
-            else f"{app.holder}/worker-{uuid.uuid4().hex[:6]}"
+            else f"{self.runtime.holder}/worker-{uuid.uuid4().hex[:6]}"
         )
         self.heartbeat_ttl = heartbeat_ttl(self.sweeper.interval)
         self._beaten = False
@@ -118,8 +122,8 @@ class Worker:
     def beat(self) -> None:
         """Record in the store that this worker is alive and which workflows it can run
         (none unless it runs background runs). Blocking: one statement."""
-        workflows = list(self.app.workflows.registry) if self.runs is not None else []
-        self.app.store.beat_worker(
+        workflows = list(self.workflows.registry) if self.runs is not None else []
+        self.runtime.store.beat_worker(
             self.worker_id, workflows, ttl=self.heartbeat_ttl, first=not self._beaten
         )
         self._beaten = True
@@ -144,7 +148,7 @@ class Worker:
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
-        log.info("worker %s running", self.app.holder)
+        log.info("worker %s running", self.runtime.holder)
         try:
             async with asyncio.TaskGroup() as group:
                 loops = [
@@ -164,10 +168,10 @@ class Worker:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
             try:
-                await self.app.in_thread(self.app.store.forget_worker, self.worker_id)
+                await self.runtime.in_thread(self.runtime.store.forget_worker, self.worker_id)
             except Exception:  # its row runs out by itself
                 log.warning("worker %s could not delete its heartbeat", self.worker_id)
-            log.info("worker %s stopped", self.app.holder)
+            log.info("worker %s stopped", self.runtime.holder)
 
     async def _drain(self, stop: asyncio.Event, loops: list[asyncio.Task[None]]) -> None:
         """Once stopped, give the loops ``drain_timeout`` to finish, then cancel the rest."""

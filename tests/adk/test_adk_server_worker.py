@@ -27,7 +27,7 @@ import longcall
 from adk.servers import APP_NAME, BIN, USER, free_port, model_texts, process, wait_for, write_agents
 from longcall.adk import AdkAgentRunner, LongcallPlugin
 from longcall.adk.server_apps import adk_workers, build_server_apps
-from longcall.cli import main
+from longcall.cli.main import main
 from longcall.webhooks import new_secret, sign
 
 

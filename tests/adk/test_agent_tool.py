@@ -29,7 +29,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService  # n
 from google.adk.tools.agent_tool import AgentTool  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from longcall.jobs import CallIds, Delivery, Job, JobState  # noqa: E402
+from longcall.core.jobs import CallIds, Delivery, Job, JobState  # noqa: E402
 
 # google-adk 2.13's own AgentTool hands the caller's plugins to its nested Runner through the
 # argument that Runner itself deprecates.

@@ -31,7 +31,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService  # n
 from google.adk.tools.long_running_tool import LongRunningFunctionTool  # noqa: E402
 from google.genai import types  # noqa: E402
 
-from longcall.jobs import CallIds, Delivery, Job  # noqa: E402
+from longcall.core.jobs import CallIds, Delivery, Job  # noqa: E402
 from longcall.store import NewJob  # noqa: E402
 from longcall.worker import Worker  # noqa: E402
 

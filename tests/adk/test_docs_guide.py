@@ -92,7 +92,7 @@ def test_the_guide_from_agents_folder_to_resumed_answer(
     from click.testing import CliRunner
 
     from longcall.adk.server_apps import adk_workers, build_server_apps
-    from longcall.cli import main
+    from longcall.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LONGCALL_DATABASE_URL", f"sqlite:///{tmp_path / 'longcall.db'}")

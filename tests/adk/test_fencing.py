@@ -45,7 +45,7 @@ from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from longcall.agents import AgentEvent, Message  # noqa: E402
-from longcall.jobs import Delivery  # noqa: E402
+from longcall.core.jobs import Delivery  # noqa: E402
 
 APP, USER, SESSION = "exports", "u", "s"
 LEASE = 1.0

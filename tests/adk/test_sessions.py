@@ -46,9 +46,9 @@ from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from longcall.agents import FunctionResponse, Message  # noqa: E402
-from longcall.delivery import response_of  # noqa: E402
+from longcall.core.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
 from longcall.errors import StoreUnavailable  # noqa: E402
-from longcall.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
+from longcall.jobs.delivery import response_of  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 try:

@@ -35,10 +35,10 @@ from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from longcall.agents import FunctionResponse  # noqa: E402
-from longcall.jobs import CallIds  # noqa: E402
-from longcall.scripted import default_reply  # noqa: E402
+from longcall.core.jobs import CallIds  # noqa: E402
+from longcall.jobs.tools import DEFAULT_PENDING_MESSAGE, pending_answer  # noqa: E402
 from longcall.shapes import job_json  # noqa: E402
-from longcall.tools import DEFAULT_PENDING_MESSAGE, pending_answer  # noqa: E402
+from longcall.testing.scripted import default_reply  # noqa: E402
 
 APP_NAME, AGENT, USER, SESSION = "expenses", "reimburser", "ana", "s-1"
 ASK = "Please get approval to reimburse 500 for the team offsite."

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from longcall.ids import JOB_ID_MAX, MAX_DEADLINE_SECONDS
-from longcall.jobs import job_id_for
+from longcall.core.ids import JOB_ID_MAX, MAX_DEADLINE_SECONDS
+from longcall.core.jobs import job_id_for
 from longcall.webhooks import new_secret
 from server.conftest import Api
 

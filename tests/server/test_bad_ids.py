@@ -22,7 +22,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from longcall.jobs import job_id_for
+from longcall.core.jobs import job_id_for
 from longcall.webhooks import new_secret, sign
 from server.conftest import Api
 

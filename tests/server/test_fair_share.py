@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 import longcall
-from longcall.jobs import job_id_for
+from longcall.core.jobs import job_id_for
 from longcall.server import runner
 from longcall.server.app import Settings
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN

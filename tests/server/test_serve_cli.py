@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import longcall
 import sample_agent
-from longcall.cli import main
+from longcall.cli.main import main
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx

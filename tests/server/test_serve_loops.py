@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import longcall
-from longcall.dispatcher import Dispatcher
+from longcall.jobs.dispatcher import Dispatcher
 from longcall.server import runner
 
 

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall.cli import main
+from longcall.cli.main import main
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx

@@ -27,8 +27,8 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall.cli import main
-from longcall.clock import SystemClock
+from longcall.cli.main import main
+from longcall.core.clock import SystemClock
 from longcall.store.sqlite import SqliteStore
 from server.test_serve_cli import free_port, wait_until_healthy
 

@@ -92,7 +92,7 @@ async def count_later(order: Order) -> list[int]:
     return [await count_items(order.id)]
 
 
-# expect: longcall.tools.LongRunningTool
+# expect: longcall.jobs.tools.LongRunningTool
 reveal_type(start_sales_report)
 # expect: longcall.workflows.engine.Task[[order_id: str], dict[str, bool]]
 reveal_type(fetch_order)
@@ -118,9 +118,9 @@ reveal_type(refund.result_of(run))
 reveal_type(count.result_of(app.run_workflow("count", {"id": "A", "amount": 1})))
 # expect: longcall.store.runs.Run
 reveal_type(app.answer(run.run_id, {"interrupt-1": {"approved": True}}))
-# expect: list[longcall.jobs.Job]
+# expect: list[longcall.core.jobs.Job]
 reveal_type(app.list_jobs(state=longcall.JobState.STARTED, limit=10))
-# expect: longcall.workflows.worker.RunWorker
+# expect: longcall.workflows.run_worker.RunWorker
 reveal_type(app.run_worker(concurrency=4, grace="5s"))
 # expect: longcall.worker.Worker
 reveal_type(app.worker(deliveries=4, lease="60s"))

@@ -2,7 +2,7 @@
 
 Run by path: ``python tests/workflows/bg_procs.py --url URL --effects FILE [options]``. It
 builds an :class:`~longcall.App` on ``URL`` with the workflows of :func:`build_app` and runs a
-:class:`~longcall.workflows.worker.RunWorker` until SIGTERM (or SIGINT), then prints
+:class:`~longcall.workflows.run_worker.RunWorker` until SIGTERM (or SIGINT), then prints
 ``{"executed": N}`` and exits 0. SIGKILL is what the crash tests send instead.
 
 Every task appends ``<run_id> <task> <pid>`` to ``--effects`` before it does its work (one

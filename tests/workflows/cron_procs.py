@@ -2,7 +2,7 @@
 
 Run by path: ``python tests/workflows/cron_procs.py --url URL --seconds N``. It builds an
 :class:`~longcall.App` on ``URL`` (the system clock), runs a
-:class:`~longcall.workflows.cron.Scheduler` for ``N`` seconds, and prints one JSON line:
+:class:`~longcall.cron.scheduler.Scheduler` for ``N`` seconds, and prints one JSON line:
 ``{"claimed": <occurrences this process claimed>, "pid": <pid>}``.
 """
 
@@ -15,7 +15,7 @@ import os
 import sys
 
 from longcall import App
-from longcall.workflows.cron import Scheduler
+from longcall.cron.scheduler import Scheduler
 
 
 async def run_for(scheduler: Scheduler, seconds: float) -> None:
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, required=True)
     args = parser.parse_args(argv)
     with App(args.url) as app:
-        scheduler = Scheduler(app)
+        scheduler = Scheduler(app.runtime)
         asyncio.run(run_for(scheduler, args.seconds))
         print(json.dumps({"claimed": scheduler.claimed, "pid": os.getpid()}))
     return 0

@@ -1,7 +1,7 @@
 """Background runs in one process: retries from checkpoints, per-attempt timeouts, a run doing
 a long-running tool's job, idempotent submission, waking a worker, answers and cancels.
 
-A :class:`~longcall.workflows.worker.RunWorker` runs in this process (:func:`drain`) until the
+A :class:`~longcall.workflows.run_worker.RunWorker` runs in this process (:func:`drain`) until the
 runs a test waits on have ended; on SQLite and on PostgreSQL.
 """
 
@@ -26,7 +26,7 @@ from longcall import (
     job_id_for,
 )
 from longcall.errors import StoreUnavailable, WorkflowNotFound
-from longcall.scripted import FINAL_STATUSES
+from longcall.testing.scripted import FINAL_STATUSES
 from longcall.workflows import TaskContext
 
 from .bg_procs import sql_rows, watch_locks

@@ -12,9 +12,8 @@ import pydantic
 import pytest
 
 from longcall import App, RunStatus
-from longcall.clock import FakeClock
-from longcall.errors import WorkflowNotFound
-from longcall.workflows.cron import (
+from longcall.core.clock import FakeClock
+from longcall.cron.scheduler import (
     ConcurrencyPolicy,
     Cron,
     CronConflict,
@@ -26,6 +25,7 @@ from longcall.workflows.cron import (
     MisfirePolicy,
     Scheduler,
 )
+from longcall.errors import WorkflowNotFound
 from procs import sql_rows
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC
@@ -63,7 +63,7 @@ def app(db_url: str, clock: FakeClock) -> Iterator[App]:
 
 @pytest.fixture
 def crons(app: App) -> Crons:
-    return Crons(app)
+    return Crons(app.runtime, app.workflows)
 
 
 def minutely(crons: Crons, name: str = "every-minute", **options: object) -> Cron:
@@ -239,12 +239,12 @@ def test_an_occurrence_starts_one_queued_run_once(app: App, crons: Crons, db_url
     """At its time the schedule starts one queued run of its workflow with its input; a
     second tick, or a second scheduler, at the same time starts nothing more."""
     cron = minutely(crons, concurrency_policy="allow", user_id="u1")
-    scheduler = Scheduler(app)
+    scheduler = Scheduler(app.runtime)
     assert scheduler.tick(T0 + 59) == []
     [fire] = scheduler.tick(T0 + 60)
     assert (fire.fire_at, fire.outcome) == (T0 + 60, FireOutcome.FIRED)
     assert scheduler.tick(T0 + 61) == []
-    assert Scheduler(app).tick(T0 + 61) == []
+    assert Scheduler(app.runtime).tick(T0 + 61) == []
 
     assert fire.run_id is not None
     run = app.store.get_run(fire.run_id)
@@ -270,7 +270,7 @@ def test_concurrent_schedulers_start_each_occurrence_once(app: App, crons: Crons
     """Four schedulers ticking at the same moments on threads claim every occurrence of
     twenty schedules exactly once."""
     made = [minutely(crons, f"s{i}", concurrency_policy="allow") for i in range(20)]
-    schedulers = [Scheduler(app, batch=7) for _ in range(4)]
+    schedulers = [Scheduler(app.runtime, batch=7) for _ in range(4)]
     claimed: list[CronFire] = []
     lock = threading.Lock()
 
@@ -298,7 +298,7 @@ def test_skip_starts_nothing_while_a_run_is_active_and_failed_or_cancelled_runs_
     """'skip': an occurrence while the schedule's run is queued, running or waiting for input
     is recorded as skipped; once that run fails, or is cancelled, the next one starts."""
     cron = minutely(crons)
-    scheduler = Scheduler(app)
+    scheduler = Scheduler(app.runtime)
     got: list[CronFire] = []
 
     def tick(minute: int) -> CronFire:
@@ -347,7 +347,7 @@ def test_skip_starts_nothing_while_a_run_is_active_and_failed_or_cancelled_runs_
 def test_allow_starts_a_run_at_every_occurrence(app: App, crons: Crons, db_url: str) -> None:
     """'allow': each occurrence starts a run beside the active ones; they end independently."""
     cron = minutely(crons, concurrency_policy="allow")
-    scheduler = Scheduler(app)
+    scheduler = Scheduler(app.runtime)
     fires = [f for m in (1, 2, 3) for f in scheduler.tick(T0 + 60 * m)]
     assert [f.outcome for f in fires] == [FireOutcome.FIRED] * 3
     runs = runs_of(db_url, cron.cron_id)
@@ -366,7 +366,7 @@ def test_queue_runs_share_a_key_and_start_one_at_a_time_in_order(
     """'queue': every occurrence starts a run keyed cron:<id>; a worker takes them one at a
     time, oldest first, the next once the previous one ended (failed ones included)."""
     cron = minutely(crons, concurrency_policy="queue")
-    scheduler = Scheduler(app)
+    scheduler = Scheduler(app.runtime)
     fires = [f for m in (1, 2, 3) for f in scheduler.tick(T0 + 60 * m)]
     runs = runs_of(db_url, cron.cron_id)
     assert [r[0] for r in runs] == [f.run_id for f in fires]
@@ -411,7 +411,7 @@ def test_misfire_policies_after_an_outage(
         misfire_policy=policy,
         catch_up_max=catch_up_max,
     )
-    scheduler = Scheduler(app, misfire_grace=20)
+    scheduler = Scheduler(app.runtime, misfire_grace=20)
     fires = scheduler.tick(T0 + 1230)  # occurrences 60 … 1200 are all over 20 s late
     assert [(f.fire_at - T0, f.outcome) for f in fires] == [
         (at, FireOutcome.FIRED) for at in expected
@@ -434,7 +434,7 @@ def test_occurrences_within_the_grace_fire_whatever_the_policy(
 ) -> None:
     """A tick that comes late, but within misfire_grace, fires every occurrence it passed."""
     cron = minutely(crons, concurrency_policy="allow", misfire_policy=policy, catch_up_max=1)
-    fires = Scheduler(app, misfire_grace=300).tick(T0 + 245)
+    fires = Scheduler(app.runtime, misfire_grace=300).tick(T0 + 245)
     assert [f.fire_at - T0 for f in fires] == [60, 120, 180, 240]
     assert crons.get(cron.cron_id).next_fire_at == T0 + 300
 
@@ -452,7 +452,7 @@ def test_catch_up_of_a_long_outage_is_bounded(app: App, crons: Crons) -> None:
     )
     assert cron.next_fire_at == T0 + 1
     now = T0 + 3 * 86400 + 0.5
-    fires = Scheduler(app, misfire_grace=0).tick(now)
+    fires = Scheduler(app.runtime, misfire_grace=0).tick(now)
     assert [f.fire_at - T0 for f in fires] == [3 * 86400 - 4 + i for i in range(5)]
     assert crons.get(cron.cron_id).next_fire_at == T0 + 3 * 86400 + 1
 
@@ -464,7 +464,7 @@ def test_pause_stops_firing_and_resume_hands_the_missed_ones_to_the_misfire_poli
     misfire policy (skip: dropped; run_once: one run) and it goes on."""
     dropped = minutely(crons, "dropped", concurrency_policy="allow")
     once = minutely(crons, "once", concurrency_policy="allow", misfire_policy="run_once")
-    scheduler = Scheduler(app, misfire_grace=30)
+    scheduler = Scheduler(app.runtime, misfire_grace=30)
     assert len(scheduler.tick(T0 + 60)) == 2
     for cron in (dropped, once):
         paused = crons.pause(cron.cron_id)
@@ -488,7 +488,7 @@ def test_a_schedule_that_cannot_be_evaluated_stops(app: App, db_url: str) -> Non
     """A stored schedule whose expression no longer parses fires nothing and gets no next
     occurrence (instead of being retried at every tick)."""
     app.store.create_cron("broken", "broken", "slow", "61 * * * *", next_fire_at=T0 + 60)
-    assert Scheduler(app).tick(T0 + 120) == []
+    assert Scheduler(app.runtime).tick(T0 + 120) == []
     assert app.store.get_cron("broken").next_fire_at is None
     assert sql_rows(db_url, "SELECT COUNT(*) FROM lc_runs")[0][0] == 0
 
@@ -523,7 +523,7 @@ def test_trigger_starts_a_run_now_under_the_concurrency_policy(
     assert queued.run_id is not None
     assert app.store.get_run(queued.run_id).concurrency_key == f"cron:{queue.cron_id}"
     # The schedule's own occurrence still fires (behind the triggered run, for 'queue').
-    fires = Scheduler(app).tick(T0 + 60)
+    fires = Scheduler(app.runtime).tick(T0 + 60)
     assert {(f.cron_id, f.outcome) for f in fires} == {
         (skip.cron_id, FireOutcome.SKIPPED),
         (queue.cron_id, FireOutcome.FIRED),
@@ -540,17 +540,17 @@ def test_ticking_across_daylight_saving_changes_fires_each_occurrence_once(db_ur
     start = utc("2026-03-28T22:00:00")
     with App(db_url, clock=FakeClock(start)) as app:
         app.workflow("slow")(lambda data=None: data)
-        crons = Crons(app)
+        crons = Crons(app.runtime, app.workflows)
         berlin = crons.create("berlin", "slow", "30 2 * * *", timezone="Europe/Berlin")
         crons.update(berlin.cron_id, concurrency_policy="allow")
-        scheduler = Scheduler(app, misfire_grace=600)
+        scheduler = Scheduler(app.runtime, misfire_grace=600)
         spring = [f.fire_at for t in range(0, 6 * 3600, 300) for f in scheduler.tick(start + t)]
         assert spring == [utc("2026-03-29T01:00:00")]
 
     start = utc("2026-10-31T22:00:00")
     with App(db_url, clock=FakeClock(start)) as app:
         app.workflow("slow")(lambda data=None: data)
-        crons = Crons(app)
+        crons = Crons(app.runtime, app.workflows)
         once = crons.create(
             "ny-once", "slow", "30 1 * * *", timezone="America/New_York", concurrency_policy="allow"
         )
@@ -561,7 +561,7 @@ def test_ticking_across_daylight_saving_changes_fires_each_occurrence_once(db_ur
             timezone="America/New_York",
             concurrency_policy="allow",
         )
-        scheduler = Scheduler(app, misfire_grace=600)
+        scheduler = Scheduler(app.runtime, misfire_grace=600)
         fires = [f for t in range(0, 12 * 3600, 300) for f in scheduler.tick(start + t)]
     once_fires = [f.fire_at for f in fires if f.cron_id == once.cron_id]
     assert once_fires == [utc("2026-11-01T05:30:00")]  # 01:30 EDT
@@ -579,7 +579,7 @@ def test_run_fires_as_the_clock_moves_and_stops_when_asked(
     """Scheduler.run ticks on its own: moving the clock past an occurrence and waking it
     starts the run; setting stop ends the loop."""
     cron = minutely(crons, concurrency_policy="allow")
-    scheduler = Scheduler(app, poll=0.05)
+    scheduler = Scheduler(app.runtime, poll=0.05)
 
     async def scenario() -> list[CronFire]:
         stop = asyncio.Event()
@@ -611,7 +611,7 @@ def test_sync_calls_inside_an_event_loop_name_the_async_method(app: App, crons: 
         with pytest.raises(SyncInAsyncError, match="create_async"):
             crons.create("x", "slow", "* * * * *")
         with pytest.raises(SyncInAsyncError, match="tick"):
-            Scheduler(app).tick()
+            Scheduler(app.runtime).tick()
         made = await crons.create_async("x", "slow", "* * * * *")
         assert await crons.get_async(made.cron_id) == made
         assert [c.name for c in await crons.list_async()] == ["x"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from longcall import App
-from longcall.workflows.cron import Crons
+from longcall.cron.scheduler import Crons
 from procs import sql_rows
 
 SCRIPT = Path(__file__).resolve().with_name("cron_procs.py")
@@ -30,7 +30,7 @@ def test_three_schedulers_fire_50_per_second_schedules_once_each_for_20_seconds(
     seconds: each schedule's occurrences are claimed without a gap from its first one to
     the end, each claim started one run, and no occurrence was claimed twice."""
     with App(db_url) as app:
-        crons = Crons(app)
+        crons = Crons(app.runtime, app.workflows)
         made = [
             # 'slow' is registered only in the scheduler processes.
             crons.create(

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from croniter import croniter
 
-from longcall.workflows.cron import CronSchedule, CronValidationError, parse, preview
+from longcall.cron.scheduler import CronSchedule, CronValidationError, parse, preview
 
 
 def utc(text: str) -> float:

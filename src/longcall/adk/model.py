@@ -2,7 +2,7 @@
 
 It follows :class:`longcall.Rule` rules like the built-in scripted agent: a user's text that
 matches a rule makes it call the rule's tools; a function response makes it say what
-:func:`longcall.scripted.default_reply` says. Call ids are left empty (ADK assigns them).
+:func:`longcall.testing.scripted.default_reply` says. Call ids are left empty (ADK assigns them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from google.genai import types
 from pydantic import ConfigDict, Field
 
 from longcall.agents import FunctionResponse
-from longcall.scripted import Rule, default_reply
+from longcall.testing.scripted import Rule, default_reply
 
 
 class ScriptedLlm(BaseLlm):

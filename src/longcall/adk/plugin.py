@@ -28,9 +28,10 @@ from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
 from longcall.adk.runner import RESUMING, to_agent_event
-from longcall.agents import CallObserver
-from longcall.app import App, new_holder_id
-from longcall.jobs import SessionKey
+from longcall.app import App
+from longcall.core.jobs import SessionKey
+from longcall.jobs.observer import CallObserver
+from longcall.runtime import new_holder_id
 
 log = logging.getLogger("longcall.adk")
 
@@ -97,8 +98,8 @@ class LongcallPlugin(BasePlugin):
         # ADK's session is the app's and the user's: so is its lease, the one deliveries of
         # that app's jobs into it take (another app's session of the same id is not it).
         held = _Held(SessionKey(session.app_name, session.user_id, session.id), "")
-        held.observer = CallObserver(
-            self.app, app_name=session.app_name, user_id=session.user_id, session_id=session.id
+        held.observer = self.app.call_observer(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id
         )
         self._held[id(ic)] = held
         if RESUMING.get():

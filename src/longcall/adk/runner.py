@@ -31,7 +31,7 @@ from google.genai import types
 
 from longcall.adk.fencing import DELIVERY_FENCE, fence_appends
 from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
-from longcall.backoff import exponential
+from longcall.core.backoff import exponential
 from longcall.errors import AgentError, UnknownCallError
 
 log = logging.getLogger("longcall.adk")

@@ -22,9 +22,9 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 
 from longcall.app import App
+from longcall.core.jobs import CallIds
 from longcall.errors import AttachConflict
-from longcall.jobs import CallIds
-from longcall.tools import JobHandle, LongRunningTool
+from longcall.jobs.tools import JobHandle, LongRunningTool
 
 log = logging.getLogger("longcall.adk")
 
@@ -127,7 +127,7 @@ class LongcallTool(LongRunningFunctionTool):
         if "jobId" in answer and tool_context.function_call_id:
             # The nested run's own events show this call with the job's id: it is joined
             # already, to the AgentTool's call, and must not be joined to this one.
-            self.job_tool.app.remember_joined(tool_context.function_call_id)
+            self.job_tool.joins.remember_joined(tool_context.function_call_id)
         return answer
 
 

@@ -8,8 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
+from longcall.core.jobs import Job
 from longcall.errors import StoreError
-from longcall.jobs import Job
 from longcall.server.errors import error
 from longcall.server.login_cookie import cookie_login
 

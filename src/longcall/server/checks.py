@@ -1,7 +1,7 @@
 """Every id a request carries is checked before any handler runs, let alone any SQL.
 
 :func:`guard` wraps each route: the ids in its path, its query and its id-carrying headers
-must keep the rules of :mod:`longcall.ids`. A NUL anywhere is ``400 bad_request`` (no store
+must keep the rules of :mod:`longcall.core.ids`. A NUL anywhere is ``400 bad_request`` (no store
 can keep one, and PostgreSQL cannot even compare one); any other broken rule is ``422`` with
 ``field`` naming the parameter. Bodies are checked where they are parsed: their fields have
 the same bounds as pydantic constraints (:func:`bounded`), and a NUL in any string of a body
@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from longcall.ids import RULES, IdRule, find_nul
+from longcall.core.ids import RULES, IdRule, find_nul
 from longcall.server.errors import error
 
 PATH_RULES: Mapping[str, str] = {

@@ -41,6 +41,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.app import App
+from longcall.cron.scheduler import MAX_CATCH_UP, parse
 from longcall.errors import (
     CronConflict,
     CronNotFound,
@@ -54,7 +55,6 @@ from longcall.server.errors import error
 from longcall.server.jobs import Handler, _Body, authorized, body_of, whole_number
 from longcall.shapes import cron_json, fire_json, iso, zoned_times
 from longcall.store.cron import ConcurrencyPolicy, Cron, MisfirePolicy
-from longcall.workflows.cron import MAX_CATCH_UP, parse
 
 NEXT_TIMES = 5  # fire times a schedule's details show
 RECENT_FIRES = 20  # claimed occurrences a schedule's details show

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
-from longcall.jobs import Job, JobState
+from longcall.core.jobs import Job, JobState
 from longcall.server.auth import Principal
 from longcall.server.dashboard_page import (
     PAGE_SIZE,

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from longcall.jobs import JobEvent
+from longcall.core.jobs import JobEvent
 from longcall.server.auth import Principal
 from longcall.server.login_cookie import CSRF_FIELD, page_csrf
 from longcall.shapes import iso

@@ -25,7 +25,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from longcall.app import App
-from longcall.jobs import Job
+from longcall.core.jobs import Job
 from longcall.server.auth import Principal
 from longcall.server.errors import error
 from longcall.server.jobs import authorized, job_events, visible_job, whole_number

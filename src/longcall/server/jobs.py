@@ -2,7 +2,7 @@
 
 A user's token sees and changes only that user's jobs: any other job answers 404, exactly as
 a job that does not exist. A ``jobId`` it sends is a key in that user's namespace
-(:func:`~longcall.jobs.job_id_for`), and (session, call) is unique per user, so creating a job
+(:func:`~longcall.core.jobs.job_id_for`), and (session, call) is unique per user, so creating a job
 never tells whether another user's id or call exists. Every change goes through the same store
 operations as Python.
 """
@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.app import App
+from longcall.core.jobs import CallIds, FinishOutcome, Job, JobState, job_id_for, parse_duration
 from longcall.errors import (
     AttachConflict,
     JobNotFound,
@@ -29,7 +30,6 @@ from longcall.errors import (
     StoreError,
     WebhookError,
 )
-from longcall.jobs import CallIds, FinishOutcome, Job, JobState, job_id_for, parse_duration
 from longcall.server.auth import Principal, authenticate
 from longcall.server.checks import bounded, nul_in_body
 from longcall.server.errors import error

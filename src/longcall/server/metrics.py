@@ -19,8 +19,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from longcall.app import App
+from longcall.core.jobs import Job
 from longcall.errors import StoreError
-from longcall.jobs import Job
 from longcall.server.errors import error
 
 # From a webhook that lands while the agent waits, to hours for a person's approval.

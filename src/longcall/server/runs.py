@@ -37,13 +37,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from longcall.app import App
+from longcall.core.ids import RULES
 from longcall.errors import (
     InvalidAnswer,
     RunNotFound,
     RunStateError,
     WorkflowNotFound,
 )
-from longcall.ids import RULES
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
 from longcall.server.errors import error

@@ -17,10 +17,10 @@ from starlette.routing import Route
 
 from longcall.agents import AgentEvent, TranscriptSource
 from longcall.app import App
-from longcall.scripted import event_from_content
 from longcall.server.auth import Principal
 from longcall.server.errors import error
 from longcall.server.jobs import authorized
+from longcall.testing.scripted import event_from_content
 
 
 def event_json(event: AgentEvent) -> dict[str, Any]:

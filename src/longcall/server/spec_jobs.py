@@ -7,7 +7,7 @@ from typing import Any
 
 import pydantic
 
-from longcall.jobs import Delivery, JobState
+from longcall.core.jobs import Delivery, JobState
 from longcall.server import hooks, jobs
 from longcall.server.checks import param_schema
 from longcall.server.spec_common import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
 
-from longcall.clock import Clock
+from longcall.core.clock import Clock
 from longcall.errors import ConfigError
 from longcall.store.base import NewJob, OutboxItem, SessionEvent, Store
 

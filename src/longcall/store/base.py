@@ -14,14 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from longcall.errors import (
-    AttachConflict,
-    JobNotFound,
-    NotRedeliverable,
-    SchemaError,
-    StoreError,
-)
-from longcall.jobs import (
+from longcall.core.jobs import (
     CallIds,
     Delivery,
     FinishOutcome,
@@ -31,6 +24,13 @@ from longcall.jobs import (
     SessionKey,
     expired_result,
     plan_attach,
+)
+from longcall.errors import (
+    AttachConflict,
+    JobNotFound,
+    NotRedeliverable,
+    SchemaError,
+    StoreError,
 )
 from longcall.store import queries as sql
 from longcall.store.core import (

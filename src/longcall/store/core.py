@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
-from longcall.clock import Clock
+from longcall.core.clock import Clock
 from longcall.errors import InvalidValue, StoreUnavailable
 from longcall.store import queries as sql
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from longcall.core.webhook_secrets import check_secret
 from longcall.store.core import StoreCore, Tx
-from longcall.webhook_secrets import check_secret
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from longcall.backoff import jittered
-from longcall.clock import Clock
+from longcall.core.backoff import jittered
+from longcall.core.clock import Clock
+from longcall.core.ids import check_params
 from longcall.errors import (
     ConfigError,
     InvalidValue,
@@ -26,7 +27,6 @@ from longcall.errors import (
     StoreError,
     StoreUnavailable,
 )
-from longcall.ids import check_params
 from longcall.store.base import NOTIFY_CHANNEL, Row, Store, Tx
 from longcall.store.queries import PLANNED_WITH_VALUES, as_sent
 
@@ -90,7 +90,7 @@ def _execute(
     params: dict[str, Any],
 ) -> psycopg.Cursor[dict[str, Any]]:
     """Execute the named query on ``cur`` (parameters checked first, see
-    :func:`~longcall.ids.check_params`); a listing (:data:`PLANNED_WITH_VALUES`) instead
+    :func:`~longcall.core.ids.check_params`); a listing (:data:`PLANNED_WITH_VALUES`) instead
     goes with its values written in, on a cursor of its own, so that it is planned for them
     and never prepared: its best plan depends on which of its filters are given."""
     check_params(params)

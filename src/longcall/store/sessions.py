@@ -6,8 +6,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from longcall.core.jobs import SessionKey
 from longcall.errors import FenceLost, StoreError
-from longcall.jobs import SessionKey
 from longcall.store.core import StoreCore, Tx, dumps, loads
 
 

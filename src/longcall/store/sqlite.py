@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from longcall.backoff import jittered
-from longcall.clock import Clock
+from longcall.core.backoff import jittered
+from longcall.core.clock import Clock
+from longcall.core.ids import check_params
 from longcall.errors import ConfigError, InvalidValue, SchemaError, StoreError, StoreUnavailable
-from longcall.ids import check_params
 from longcall.store.base import Row, Store, Tx
 
 T = TypeVar("T")

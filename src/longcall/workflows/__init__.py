@@ -7,7 +7,6 @@ that was in flight when a process died runs again.
 """
 
 from longcall.store.runs import Interrupt, Run, RunEvent, RunStatus, Step
-from longcall.workflows.cron import Crons, CronSchedule, Scheduler
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
 from longcall.workflows.runs import RunDetails, Workflow, Workflows
 from longcall.workflows.state import (
@@ -28,8 +27,6 @@ from longcall.workflows.state import (
 __all__ = [
     "Append",
     "Cancelled",
-    "CronSchedule",
-    "Crons",
     "Custom",
     "Interrupt",
     "Merge",
@@ -42,7 +39,6 @@ __all__ = [
     "RunDetails",
     "RunEvent",
     "RunStatus",
-    "Scheduler",
     "State",
     "StateError",
     "StateSchemaValidator",

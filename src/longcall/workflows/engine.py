@@ -25,19 +25,18 @@ import time
 import typing
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 import pydantic
 from pydantic_core import to_jsonable_python
 
-from longcall.backoff import exponential_ceiling, jittered
+from longcall.core.backoff import exponential_ceiling, jittered
+from longcall.core.jobs import parse_duration
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
-from longcall.jobs import parse_duration
+from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint, Interrupt, Run, Step
+from longcall.workflows.checkpoints import LateCheckpoints
 from longcall.workflows.state import State
-
-if TYPE_CHECKING:
-    from longcall.app import App
 
 log = logging.getLogger("longcall.workflows")
 
@@ -195,7 +194,7 @@ class TaskContext:
             origin = f"t{frame.position}.a{frame.attempt}.{frame.emits}"
             frame.emits += 1
         exe.write_held_back()  # the log never shows what a lost checkpoint would run again
-        exe.app.store.emit_run_event(exe.run.run_id, origin, kind, to_jsonable_python(data))
+        exe.runtime.store.emit_run_event(exe.run.run_id, origin, kind, to_jsonable_python(data))
 
     def interrupt(self, prompt: str, *, schema: Any = None) -> Any:
         """The answer to ``prompt`` as ``schema`` (any type pydantic validates): the run
@@ -242,7 +241,8 @@ class Execution:
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
+        late_checkpoints: LateCheckpoints,
         run: Run,
         *,
         holder: str,
@@ -253,7 +253,8 @@ class Execution:
         is_async: bool,
         holds_back: bool = False,
     ) -> None:
-        self.app = app
+        self.runtime = runtime
+        self.late_checkpoints = late_checkpoints
         self.run = run
         self.holder = holder
         self.lease = lease
@@ -293,7 +294,7 @@ class Execution:
             self.cancel_seen = True
 
     def renew(self) -> None:
-        still = self.app.store.renew_runs([self.lease_key], lease=self.lease)
+        still = self.runtime.store.renew_runs([self.lease_key], lease=self.lease)
         self.renewed(still.get(self.lease_key))
 
     def check_in(self) -> None:
@@ -359,7 +360,7 @@ class Execution:
                 if self.held_back is not None:  # tasks called at once, from threads
                     self._write(self.held_back)
                 self.held_back = step
-            self.app.workflows.late_checkpoints.held(self)
+            self.late_checkpoints.held(self)
         elif not self._record(step, ok):
             raise Lost()
         self.settle(position, frame.updates if ok else [], replayed=False)
@@ -377,11 +378,13 @@ class Execution:
         # With ``_writing`` held; ``step`` stays held back if the write fails.
         self._record(step, True)
         self.held_back = None
-        self.app.workflows.late_checkpoints.released(self)
+        self.late_checkpoints.released(self)
 
     def _record(self, step: Checkpoint, ok: bool) -> bool:
         """Commit the checkpoint; False when the run is no longer ours."""
-        written, cancelling = self.app.store.record_step(self.run.run_id, self.holder, step, ok=ok)
+        written, cancelling = self.runtime.store.record_step(
+            self.run.run_id, self.holder, step, ok=ok
+        )
         if not written:
             self.lost = True
         elif cancelling:
@@ -393,7 +396,7 @@ class Execution:
         with self._writing:
             step, self.held_back = self.held_back, None
             if step is not None:
-                self.app.workflows.late_checkpoints.released(self)
+                self.late_checkpoints.released(self)
         return step
 
 
@@ -500,24 +503,24 @@ class Task(Generic[P, R]):
             return self._replayed(step)
         frame = _Frame(position)
         started = time.time()
-        app = exe.app
+        runtime = exe.runtime
         while True:
             token = _frame.set(frame)
             try:
                 value = await self.func(*args, **kwargs)
             except Exception as exc:
-                failure = await app.in_thread(self._failed, exe, frame, exc, sleep=False)
+                failure = await runtime.in_thread(self._failed, exe, frame, exc, sleep=False)
                 if failure is None:
                     await asyncio.sleep(self.retry.delay(frame.attempt - 1))
                     continue
-                await app.in_thread(
+                await runtime.in_thread(
                     exe.record, position, self.name, digest, False, failure, frame, started
                 )
                 raise TaskError(self.name, **failure) from exc
             finally:
                 _frame.reset(token)
             break
-        await app.in_thread(
+        await runtime.in_thread(
             exe.record, position, self.name, digest, True, to_jsonable_python(value), frame, started
         )
         return value

@@ -14,19 +14,20 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import pydantic
 from pydantic_core import to_jsonable_python
 
-from longcall.backoff import exponential
+from longcall.core.backoff import exponential
+from longcall.core.jobs import parse_duration
 from longcall.errors import (
     InvalidAnswer,
     NonDeterminismError,
     RunStateError,
     WorkflowError,
 )
-from longcall.jobs import parse_duration
+from longcall.runtime import Runtime
 from longcall.store.runs import (
     CANCELLED,
     Checkpoint,
@@ -55,9 +56,6 @@ from longcall.workflows.engine import (
 )
 from longcall.workflows.leases import Heartbeat
 from longcall.workflows.state import Reducer, State, StateSchemaValidator
-
-if TYPE_CHECKING:
-    from longcall.app import App
 
 log = logging.getLogger("longcall.workflows")
 
@@ -210,20 +208,20 @@ class Workflows:
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         *,
         lease: float,
         retry_base: float = 1.0,
         retry_cap: float = 300.0,
         checkpoint_delay: float = 0.02,
     ) -> None:
-        self.app = app
+        self.runtime = runtime
         self.lease = lease
         self.retry_base = retry_base
         self.retry_cap = retry_cap
         self.registry: dict[str, Workflow[..., Any]] = {}
         self.tasks: dict[str, Task[..., Any]] = {}
-        self.heartbeat = Heartbeat(app.store, lease)
+        self.heartbeat = Heartbeat(runtime.store, lease)
         # Sync runs hold their last checkpoint back for their end to write, up to this long
         # (where the store can write both in one statement); 0 writes each at once.
         self.late_checkpoints = LateCheckpoints(checkpoint_delay)
@@ -282,11 +280,11 @@ class Workflows:
         """Create a run held by this app, ready to execute here (the existing one if the id
         is taken: True when it was created)."""
         wf = self.resolve(workflow)
-        return self.app.store.create_run(
+        return self.runtime.store.create_run(
             run_id or f"run-{uuid.uuid4().hex}",
             wf.workflow_id,
             wf.encode_input(input),
-            holder=self.app.holder,
+            holder=self.runtime.holder,
             lease=self.lease,
         )
 
@@ -294,7 +292,8 @@ class Workflows:
         run, steps, interrupts = held
         assert run.holder is not None, "a run executes only where it is held"
         return Execution(
-            self.app,
+            self.runtime,
+            self.late_checkpoints,
             run,
             holder=run.holder,
             lease=self.lease,
@@ -305,7 +304,7 @@ class Workflows:
             holds_back=(
                 not wf.is_async
                 and self.late_checkpoints.delay > 0
-                and self.app.store.merges_checkpoints
+                and self.runtime.store.merges_checkpoints
             ),
         )
 
@@ -330,14 +329,14 @@ class Workflows:
     async def execute_async(self, held: Held, *, then_claim: NextClaim | None = None) -> Run:
         wf = self.registry.get(held[0].workflow_id)
         if wf is None or held[0].cancel_requested or not wf.is_async:
-            return await self.app.in_thread(self.execute, held, then_claim=then_claim)
+            return await self.runtime.in_thread(self.execute, held, then_claim=then_claim)
         exe = self._execution(wf, held)
         self.heartbeat.hold(exe)
         try:
             outcome = await self._body_async(wf, exe)
         finally:
             self.heartbeat.release(exe)
-        return await self.app.in_thread(self._end, wf, exe, outcome, then_claim)
+        return await self.runtime.in_thread(self._end, wf, exe, outcome, then_claim)
 
     def _body(self, wf: Workflow[..., Any], exe: Execution) -> tuple[RunStatus, Any, Any]:
         try:
@@ -387,7 +386,7 @@ class Workflows:
         then_claim: NextClaim | None = None,
     ) -> Run:
         status, result, error = outcome
-        store = self.app.store
+        store = self.runtime.store
         step = exe.take_held_back()
         if status is RunStatus.RUNNING or exe.lost:  # not ours: its checkpoint is dropped too
             return store.get_run(exe.run.run_id)
@@ -419,7 +418,7 @@ class Workflows:
         """Record how an execution ended, with its last checkpoint (``step``) if it held it
         back; a failed attempt with retries left goes back to the queue instead (resuming
         from its checkpoints)."""
-        store = self.app.store
+        store = self.runtime.store
         assert run.holder is not None
         if error is not None:
             error = {**error, "attempt": run.attempts + 1}
@@ -472,7 +471,7 @@ class Workflows:
         """After an execution: raise InvalidAnswer for answers the run found of the wrong type."""
         if run.status is not RunStatus.WAITING_INPUT:
             return
-        interrupts = self.app.store.run_interrupts(run.run_id)
+        interrupts = self.runtime.store.run_interrupts(run.run_id)
         problems = [
             {"key": key, "path": p["path"], "message": p["message"]}
             for key in sorted(values, key=key_number)
@@ -486,9 +485,9 @@ class Workflows:
         """Hold the run to execute it here, with its record; with ``answers``, only a run
         waiting for input, and the answers stored in the same transaction."""
         values = dict(answers) if answers is not None else None
-        held = self.app.store.hold_run(
+        held = self.runtime.store.hold_run(
             run_id,
-            self.app.holder,
+            self.runtime.holder,
             lease=self.lease,
             answers=values,
             check=None
@@ -496,7 +495,7 @@ class Workflows:
             else lambda run, known: self.check_answers(run, known, values),
         )
         if held is None:
-            run = self.app.store.get_run(run_id)
+            run = self.runtime.store.get_run(run_id)
             raise RunStateError(
                 f"run {run_id!r} cannot be executed here: it is {run.status.value}"
                 + (f", held by {run.holder}" if run.holder else "")
@@ -507,7 +506,7 @@ class Workflows:
     # -- reading -------------------------------------------------------------------------------
 
     def details(self, run_id: str) -> RunDetails:
-        store = self.app.store
+        store = self.runtime.store
         run = store.get_run(run_id)
         interrupts = sorted(store.run_interrupts(run_id).values(), key=lambda i: key_number(i.key))
         return RunDetails(run, store.run_steps(run_id), interrupts, store.run_events(run_id))
@@ -518,17 +517,17 @@ class Workflows:
         """The run's events from ``after`` on; with ``follow``, live until the run stops."""
         interval = parse_duration(poll)
         while True:
-            batch = await self.app.in_thread(self.app.store.run_events, run_id, after=after)
+            batch = await self.runtime.in_thread(self.runtime.store.run_events, run_id, after=after)
             for event in batch:
                 after = event.seq
                 yield event
             if not follow:
                 return
             if not batch:
-                run = await self.app.in_thread(self.app.store.get_run, run_id)
+                run = await self.runtime.in_thread(self.runtime.store.get_run, run_id)
                 if run.status.terminal or run.status is RunStatus.WAITING_INPUT:
-                    for event in await self.app.in_thread(
-                        self.app.store.run_events, run_id, after=after
+                    for event in await self.runtime.in_thread(
+                        self.runtime.store.run_events, run_id, after=after
                     ):
                         yield event
                     return

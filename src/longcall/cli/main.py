@@ -1,5 +1,5 @@
-"""The ``longcall`` command; ``longcall jobs`` lives in :mod:`longcall.cli_jobs`, what the
-commands share (exit codes, options, opening the App) in :mod:`longcall.cli_support`."""
+"""The ``longcall`` command; ``longcall jobs`` lives in :mod:`longcall.cli.jobs`, what the
+commands share (exit codes, options, opening the App) in :mod:`longcall.cli.support`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from urllib.parse import urlsplit
 
 import click
 
-from longcall.cli_cron import cron
-from longcall.cli_jobs import jobs
-from longcall.cli_runs import runs
-from longcall.cli_support import (
+from longcall.cli.cron import cron
+from longcall.cli.jobs import jobs
+from longcall.cli.runs import runs
+from longcall.cli.support import (
     EXIT_CHECK_FAILED,
     EXIT_CODES,
     EXIT_DATABASE,
@@ -90,11 +90,11 @@ def demo(database: str | None, adk: bool, in_process: bool, serve: bool, port: i
         except ImportError as exc:
             raise click.UsageError(str(exc)) from exc
     if in_process:
-        from longcall.demo import run_demo
+        from longcall.cli.demo import run_demo
 
         sys.exit(run_demo(database, adk=adk))
     try:
-        from longcall.demo_service import run_service_demo
+        from longcall.cli.demo_service import run_service_demo
     except ImportError:
         click.echo(
             "error: longcall demo runs a server, which needs the server extra: "
@@ -116,7 +116,7 @@ def doctor(database: str, output: str | None) -> None:
     """
     import os
 
-    from longcall.doctor import diagnose
+    from longcall.cli.doctor import diagnose
 
     source = click.get_current_context().get_parameter_source("database")
     origin = "the default"
@@ -157,7 +157,7 @@ def doctor(database: str, output: str | None) -> None:
 @click.option("--check", is_flag=True, help="Only check; exit 1 when a migration is pending.")
 def migrate(database: str, check: bool) -> None:
     """Create or upgrade the schema (safe to run from several processes at once)."""
-    from longcall.clock import SystemClock
+    from longcall.core.clock import SystemClock
     from longcall.store import open_store
     from longcall.store.queries import latest_version
 

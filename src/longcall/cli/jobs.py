@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from longcall.cli_support import (
+from longcall.cli.support import (
     EXIT_CHECK_FAILED,
     EXIT_CONFLICT,
     database_option,
@@ -23,7 +23,7 @@ from longcall.cli_support import (
 from longcall.shapes import event_json, job_json
 
 if TYPE_CHECKING:
-    from longcall.jobs import Job
+    from longcall.core.jobs import Job
 
 
 @click.group()
@@ -49,7 +49,7 @@ def jobs_list(
     limit: int,
 ) -> None:
     """List jobs, newest first."""
-    from longcall.jobs import JobState
+    from longcall.core.jobs import JobState
 
     with open_app(database) as app:
         found = app.list_jobs(
@@ -217,7 +217,7 @@ def jobs_redeliver(database: str, output: str | None, job_id: str, app_name: str
 )
 def jobs_extend(database: str, output: str | None, job_id: str, deadline: float) -> None:
     """Move a running job's deadline to --deadline from now; exits 5 if it has finished."""
-    from longcall.jobs import describe_duration
+    from longcall.core.jobs import describe_duration
 
     if deadline <= 0:
         raise click.BadParameter("must be more than 0 seconds", param_hint="'--deadline'")
@@ -312,8 +312,8 @@ def jobs_watch(
     """
     import time
 
-    from longcall.jobs import Delivery, JobState
-    from longcall.watch import JobFollower, JobsFollower, Seen, done
+    from longcall.cli.watch import JobFollower, JobsFollower, Seen, done
+    from longcall.core.jobs import Delivery, JobState
 
     if job_id and (state or tool_name or session_id):
         raise click.UsageError("--state, --tool and --session filter the jobs without a JOB_ID")

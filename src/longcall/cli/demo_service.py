@@ -35,20 +35,20 @@ from rich.console import Console
 
 from longcall.agents import AgentEvent, FunctionResponse
 from longcall.app import App
-from longcall.demo import (
+from longcall.cli.demo import Timeline
+from longcall.cli.demo_cast import (
     APAC,
     EMEA,
     SESSION,
     Conversation,
     ReportTool,
     ScriptedConversation,
-    Timeline,
 )
+from longcall.core.jobs import Delivery, Job, JobState
 from longcall.errors import JobNotFound
-from longcall.jobs import Delivery, Job, JobState
+from longcall.jobs.tools import JobHandle
 from longcall.server import runner
 from longcall.server.app import Settings
-from longcall.tools import JobHandle
 from longcall.webhooks import new_secret, sign
 
 SOURCE = "batch"
@@ -436,13 +436,13 @@ def run_service_demo(
     ``database`` defaults to a SQLite file in a temporary directory; it must not hold the
     demo's jobs already. With ``serve`` the server, dashboard and worker keep running after
     the demo until SIGINT or SIGTERM. With ``adk`` the agent is google-adk's Runner (see
-    :mod:`longcall.adk.demo`). 2 is the status for a database or port the demo cannot use.
+    :mod:`longcall.cli.demo_adk`). 2 is the status for a database or port the demo cannot use.
     """
     console = console or Console()
     conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation
     agent_name = "the scripted agent"
     if adk:
-        from longcall.adk.demo import AdkConversation, model_name
+        from longcall.cli.demo_adk import AdkConversation, model_name
 
         conversation = AdkConversation
         agent_name = f"google-adk with {model_name()}"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from longcall.core.jobs import Delivery, Job, JobEvent, JobState
 from longcall.errors import JobNotFound
-from longcall.jobs import Delivery, Job, JobEvent, JobState
 from longcall.store import Store
 
 # Deliveries after which nothing more will reach the agent's session.

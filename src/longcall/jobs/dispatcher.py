@@ -16,15 +16,13 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from typing import TYPE_CHECKING
 
-from longcall.backoff import jittered
-from longcall.jobs import JobState, parse_duration
+from longcall.core.backoff import jittered
+from longcall.core.jobs import JobState, parse_duration
+from longcall.jobs.engine import Jobs
+from longcall.jobs.tools import JobHandle, pending_answer
+from longcall.runtime import new_holder_id
 from longcall.store import OutboxItem
-from longcall.tools import JobHandle, pending_answer
-
-if TYPE_CHECKING:
-    from longcall.app import App
 
 log = logging.getLogger("longcall.dispatcher")
 
@@ -32,7 +30,7 @@ log = logging.getLogger("longcall.dispatcher")
 class Dispatcher:
     def __init__(
         self,
-        app: App,
+        jobs: Jobs,
         *,
         holder: str | None = None,
         batch: int = 32,
@@ -40,9 +38,7 @@ class Dispatcher:
         max_attempts: int = 5,
         interval: str | float = "1s",
     ) -> None:
-        from longcall.app import new_holder_id
-
-        self.app = app
+        self.jobs = jobs
         self.holder = holder or new_holder_id("dispatcher")
         self.batch = batch
         self.lease = parse_duration(lease)
@@ -50,21 +46,21 @@ class Dispatcher:
         self.interval = parse_duration(interval)
 
     async def run_once(self) -> int:
-        items = await self.app.in_thread(
-            self.app.store.claim_outbox, self.holder, limit=self.batch, lease=self.lease
+        items = await self.jobs.runtime.in_thread(
+            self.jobs.runtime.store.claim_outbox, self.holder, limit=self.batch, lease=self.lease
         )
         for item in items:
             await self._handle(item)
         return len(items)
 
     async def _handle(self, item: OutboxItem) -> None:
-        app, store = self.app, self.app.store
-        tool = app.tools.get(item.tool_name)
+        runtime, store = self.jobs.runtime, self.jobs.runtime.store
+        tool = self.jobs.tools.get(item.tool_name)
         if tool is None:
             await self._failed(item, f"no tool {item.tool_name!r} is registered in this process")
             return
         try:
-            job = await app.in_thread(store.get_job, item.job_id)
+            job = await runtime.in_thread(store.get_job, item.job_id)
             if item.kind == "dispatch":
                 # The creator's own try was the first; the outbox counts the re-submissions.
                 handle = JobHandle.of(job, attempt=item.attempts + 1)
@@ -72,7 +68,7 @@ class Dispatcher:
                     values = tool.validate(job.args)
                     returned = await tool.call_body_async(handle, values)
                     answer = pending_answer(returned, tool_name=tool.name, job_id=job.job_id)
-                    await app.in_thread(
+                    await runtime.in_thread(
                         store.finish_dispatch, item.job_id, answer.message, answer.fields
                     )
                     log.info("re-submitted job %s (attempt %d)", item.job_id, handle.attempt)
@@ -87,23 +83,23 @@ class Dispatcher:
                     result = await asyncio.to_thread(tool.on_cancel, handle)
                     if asyncio.iscoroutine(result):
                         await result
-            await app.in_thread(store.finish_outbox, item.job_id, item.kind)
+            await runtime.in_thread(store.finish_outbox, item.job_id, item.kind)
         except Exception as exc:
             await self._failed(item, f"{type(exc).__name__}: {exc}")
 
     async def _failed(self, item: OutboxItem, error: str) -> None:
-        app, store = self.app, self.app.store
+        runtime, store = self.jobs.runtime, self.jobs.runtime.store
         if item.attempts >= self.max_attempts:
             log.error("giving up %s of job %s: %s", item.kind, item.job_id, error)
-            await app.in_thread(store.finish_outbox, item.job_id, item.kind)
-            await app.in_thread(
+            await runtime.in_thread(store.finish_outbox, item.job_id, item.kind)
+            await runtime.in_thread(
                 store.record,
                 item.job_id,
                 f"{item.kind}_abandoned",
                 {"error": error, "attempts": item.attempts},
             )
             if item.kind == "dispatch":
-                await app.in_thread(
+                await runtime.in_thread(
                     store.finish,
                     item.job_id,
                     JobState.FAILED,
@@ -119,7 +115,7 @@ class Dispatcher:
             delay,
             error,
         )
-        await app.in_thread(store.retry_outbox, item, self.holder, error=error, delay=delay)
+        await runtime.in_thread(store.retry_outbox, item, self.holder, error=error, delay=delay)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

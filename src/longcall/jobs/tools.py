@@ -25,17 +25,16 @@ import types
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pydantic
 import pydantic_core
 
+from longcall.core.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
+from longcall.jobs.joins import Joins
+from longcall.runtime import Runtime
 from longcall.store.base import NewJob
-
-if TYPE_CHECKING:
-    from longcall.app import App
 
 log = logging.getLogger("longcall.tools")
 
@@ -77,7 +76,8 @@ class LongRunningTool:
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
+        joins: Joins,
         func: Callable[..., Any],
         *,
         name: str | None = None,
@@ -87,7 +87,8 @@ class LongRunningTool:
         description: str | None = None,
         context_types: Sequence[type] = (),
     ) -> None:
-        self.app = app
+        self.runtime = runtime
+        self.joins = joins
         self.func = func
         self.name = name or func.__name__
         self.key = key
@@ -160,7 +161,7 @@ class LongRunningTool:
 
     def job_id(self, args: Mapping[str, Any], ids: CallIds) -> str:
         """The key filled from the arguments (and call ids) in the caller's namespace
-        (:func:`~longcall.jobs.job_id_for`), or a fresh random id."""
+        (:func:`~longcall.core.jobs.job_id_for`), or a fresh random id."""
         key = self.filled_key(args, ids)
         if key is None:
             return f"job-{uuid.uuid4().hex}"
@@ -235,7 +236,7 @@ class LongRunningTool:
         created the row, so a repeated call never submits the work twice. If the body
         raises, the job is removed again and the error map says why.
         """
-        self.app.refuse_in_loop(f"{self.name}.invoke")
+        self.runtime.refuse_in_loop(f"{self.name}.invoke")
         if self.is_async:
             return asyncio.run(self.invoke_async(args, ids, context))
         return self._invoke_sync(args, ids, context)
@@ -248,16 +249,16 @@ class LongRunningTool:
             values = self.validate(args)
         except ToolArgumentsError as exc:
             return exc.as_response()
-        store = self.app.store
+        store = self.runtime.store
         job, created = store.create_job(
             self._new_job(values, ids),
-            holder=self.app.holder,
-            dispatch_lease=self.app.dispatch_lease,
+            holder=self.runtime.holder,
+            dispatch_lease=self.runtime.dispatch_lease,
         )
         if not created:
             if _strangers(job, ids):
                 return self._refused(job)
-            return pending_map(self.app.attach_quietly(job, ids))
+            return pending_map(self.joins.attach_quietly(job, ids))
         try:
             returned = self.call_body(JobHandle.of(job), values, context)
         except Exception as exc:
@@ -265,7 +266,7 @@ class LongRunningTool:
             return self._abandoned(job, exc)
         answer = pending_answer(returned, tool_name=self.name, job_id=job.job_id)
         store.finish_dispatch(job.job_id, answer.message, answer.fields)
-        self.app.joined(job)
+        self.joins.joined(job)
         return pending_map(job, answer.message, answer.fields)
 
     async def invoke_async(
@@ -279,33 +280,33 @@ class LongRunningTool:
         A sync tool runs whole (its store calls and its body) in one hop to the app's
         thread pool; an async body runs on the loop.
         """
-        app = self.app
+        runtime, joins = self.runtime, self.joins
         if not self.is_async:
-            return await app.in_thread(self._invoke_sync, args, ids, context)
+            return await runtime.in_thread(self._invoke_sync, args, ids, context)
         ids = ids or CallIds()
         try:
             values = self.validate(args)
         except ToolArgumentsError as exc:
             return exc.as_response()
-        store = app.store
-        job, created = await app.in_thread(
+        store = runtime.store
+        job, created = await runtime.in_thread(
             store.create_job,
             self._new_job(values, ids),
-            holder=app.holder,
-            dispatch_lease=app.dispatch_lease,
+            holder=runtime.holder,
+            dispatch_lease=runtime.dispatch_lease,
         )
         if not created:
             if _strangers(job, ids):
                 return self._refused(job)
-            return pending_map(await app.in_thread(app.attach_quietly, job, ids))
+            return pending_map(await runtime.in_thread(joins.attach_quietly, job, ids))
         try:
             returned = await self.call_body_async(JobHandle.of(job), values, context)
         except Exception as exc:
-            await app.in_thread(store.abandon_job, job.job_id)
+            await runtime.in_thread(store.abandon_job, job.job_id)
             return self._abandoned(job, exc)
         answer = pending_answer(returned, tool_name=self.name, job_id=job.job_id)
-        await app.in_thread(store.finish_dispatch, job.job_id, answer.message, answer.fields)
-        app.joined(job)
+        await runtime.in_thread(store.finish_dispatch, job.job_id, answer.message, answer.fields)
+        joins.joined(job)
         return pending_map(job, answer.message, answer.fields)
 
     def __call__(self, **kwargs: Any) -> dict[str, Any]:
@@ -356,7 +357,7 @@ def pending_answer(returned: Any, *, tool_name: str, job_id: str) -> PendingAnsw
     A string is the message. A mapping's ``message`` is the message (as a string) and its
     other fields pass to the model as JSON values (datetimes, UUIDs, dataclasses and pydantic
     models converted as pydantic does). ``status`` and ``jobId`` are longcall's: the same
-    value (for ``status`` any word of :data:`~longcall.jobs.STILL_WORKING`, such as the
+    value (for ``status`` any word of :data:`~longcall.core.jobs.STILL_WORKING`, such as the
     ``in-progress`` of ADK's sample) is accepted quietly, a different one is dropped with a
     warning, and so is a field that has no JSON form. Anything else (None, a list) answers
     with the default message only.

@@ -72,7 +72,7 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     """Option callback: ``90s``, ``45m``, ``1h30m``, ``2d`` or plain seconds, as seconds."""
     if value is None:
         return None
-    from longcall.jobs import parse_duration
+    from longcall.core.jobs import parse_duration
 
     try:
         return parse_duration(value)
@@ -103,7 +103,7 @@ def open_app(database: str, *, migrate: bool = False) -> Iterator[Any]:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_DATABASE)
     except StoreError as exc:
-        from longcall.doctor import mask_url
+        from longcall.cli.doctor import mask_url
 
         click.echo(f"error: cannot use the database {mask_url(database)!r}: {exc}", err=True)
         sys.exit(EXIT_DATABASE)

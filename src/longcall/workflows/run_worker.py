@@ -29,14 +29,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from longcall.jobs import parse_duration
+from longcall.core.jobs import parse_duration
 from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, Run, RunStatus
-from longcall.wakeups import watch_in_thread
-
-if TYPE_CHECKING:
-    from longcall.app import App
+from longcall.store.wakeups import watch_in_thread
+from longcall.workflows.runs import Workflows
 
 log = logging.getLogger("longcall.runs")
 
@@ -65,7 +63,7 @@ class RunWorker:
 
     def __init__(
         self,
-        app: App,
+        workflows: Workflows,
         *,
         concurrency: int = 8,
         poll_interval: str | float = "1s",
@@ -73,7 +71,8 @@ class RunWorker:
         claim_delay: str | float = "20ms",
         holder: str | None = None,
     ) -> None:
-        self.app = app
+        self.workflows = workflows
+        self.runtime = workflows.runtime
         self.concurrency = concurrency
         self.poll_interval = parse_duration(poll_interval)
         self.grace = parse_duration(grace)
@@ -82,7 +81,7 @@ class RunWorker:
         self.claim_delay = parse_duration(claim_delay)
         # Unique per worker: its claims are numbered below, so two workers of one app must
         # not share a prefix.
-        self.holder = holder or f"{app.holder}/runs-{uuid.uuid4().hex[:6]}"
+        self.holder = holder or f"{workflows.runtime.holder}/runs-{uuid.uuid4().hex[:6]}"
         self.active: dict[str, asyncio.Task[Run]] = {}
         # Runs executing in the pool threads a notification started (no task of their own),
         # and slots held for runs being claimed: both count against ``concurrency``.
@@ -121,7 +120,7 @@ class RunWorker:
             elif not self._claim_directly():
                 queued()
 
-        store = self.app.store
+        store = self.runtime.store
         listener_stop = threading.Event()
         listener = watch_in_thread(store, RUNS_CHANNEL, notified, listener_stop, self._room)
         # Without notifications (SQLite), runs queued in this process wake it directly. With
@@ -184,15 +183,15 @@ class RunWorker:
         self._room_left()
 
     def _claim_runs(self, limit: int) -> list[Held]:
-        lease = self.app.workflows.lease
-        return self.app.store.claim_runs(self._new_holder(), limit=limit, lease=lease)
+        lease = self.workflows.lease
+        return self.runtime.store.claim_runs(self._new_holder(), limit=limit, lease=lease)
 
     async def _claim(self) -> None:
         limit = self._reserve()
         if not limit:
             return
         try:
-            claimed = await self.app.in_thread(self._claim_runs, limit)
+            claimed = await self.runtime.in_thread(self._claim_runs, limit)
         except BaseException:
             self._release(limit)
             raise
@@ -218,7 +217,7 @@ class RunWorker:
         if not limit:
             return False
         try:
-            self.app.call_in_thread(self._claim_in_thread, limit, self._heard)
+            self.runtime.call_in_thread(self._claim_in_thread, limit, self._heard)
         except RuntimeError:  # the pool is shut down: the app is closing
             self._release(limit)
             return False
@@ -257,7 +256,7 @@ class RunWorker:
             self._wake_soon()
         for held, slot in chained[1:]:
             try:
-                self.app.call_in_thread(self._execute_directly, held, slot)
+                self.runtime.call_in_thread(self._execute_directly, held, slot)
             except RuntimeError:  # the app is closing: the run's lease runs out, others take it
                 self._free_direct(slot)
         if chained:
@@ -335,7 +334,7 @@ class RunWorker:
         unless the worker is stopping or the slot was given up by then."""
         slot.claim = NextClaim(
             self._new_holder(),
-            self.app.workflows.lease,
+            self.workflows.lease,
             1,
             take,
             wanted=functools.partial(self._wanted, slot),
@@ -380,7 +379,7 @@ class RunWorker:
         """Whether the run can execute in a chain (:meth:`_chain`): a registered sync
         workflow, nothing the event loop must watch (a timeout), nothing to release at its
         end (a concurrency key)."""
-        wf = self.app.workflows.registry.get(run.workflow_id)
+        wf = self.workflows.registry.get(run.workflow_id)
         return (
             wf is not None
             and not wf.is_async
@@ -395,7 +394,7 @@ class RunWorker:
         for every run. The slot moves on to each run in turn, under its key in ``active``
         (or in ``slots``, for a slot a notification started)."""
         moves: dict[str, Any] = self.active if slots is None else slots
-        workflows = self.app.workflows
+        workflows = self.workflows
         while True:
             claimed: list[Held] = []
             ended = workflows.execute(held, then_claim=self._next_claim(slot, claimed.extend))
@@ -417,10 +416,10 @@ class RunWorker:
 
     async def _execute(self, held: Held, slot: _Slot) -> Run:
         run = held[0]
-        workflows = self.app.workflows
+        workflows = self.workflows
         try:
             if self._chains(run):
-                return await self.app.in_thread(self._chain, held, slot)
+                return await self.runtime.in_thread(self._chain, held, slot)
             then_claim = self._next_claim(slot, self._claimed_meanwhile)
             execution = workflows.execute_async(held, then_claim=then_claim)
             if run.timeout_secs:
@@ -428,7 +427,7 @@ class RunWorker:
             return await execution
         except TimeoutError:
             error = {"type": "Timeout", "message": f"the attempt ran over {run.timeout_secs:g}s"}
-            return await self.app.in_thread(workflows.end, run, RunStatus.FAILED, error=error)
+            return await self.runtime.in_thread(workflows.end, run, RunStatus.FAILED, error=error)
         except asyncio.CancelledError:
             # Cancelled after its grace period (the run was asked to stop), or shutting down
             # hard: record the cancellation only in the first case. A chain stops here.
@@ -436,13 +435,13 @@ class RunWorker:
                 slot.abandoned = True
                 run = slot.run
             if run.run_id in self._cancel_seen:
-                return await self.app.in_thread(
+                return await self.runtime.in_thread(
                     workflows.end, run, RunStatus.CANCELLED, error=CANCELLED
                 )
             raise
         except Exception:
             log.exception("executing run %s failed", slot.run.run_id)
-            return await self.app.in_thread(self.app.store.get_run, slot.run.run_id)
+            return await self.runtime.in_thread(self.runtime.store.get_run, slot.run.run_id)
 
     async def _watch_cancels(self, stop: asyncio.Event) -> None:
         """Cancel outright the runs still going ``grace`` seconds after a cancel request."""
@@ -452,7 +451,7 @@ class RunWorker:
             if not (self.active or self._direct):
                 continue
             try:
-                flagged = await self.app.in_thread(self._cancelling)
+                flagged = await self.runtime.in_thread(self._cancelling)
             except Exception:
                 log.exception("checking for cancelled runs failed")
                 continue
@@ -477,8 +476,8 @@ class RunWorker:
         if run is None:
             return
         self._room_left()
-        await self.app.in_thread(self.app.workflows.end, run, RunStatus.CANCELLED, error=CANCELLED)
+        await self.runtime.in_thread(self.workflows.end, run, RunStatus.CANCELLED, error=CANCELLED)
         self._wake.set()
 
     def _cancelling(self) -> set[str]:
-        return self.app.store.cancelling_runs(f"{self.holder}/")
+        return self.runtime.store.cancelling_runs(f"{self.holder}/")

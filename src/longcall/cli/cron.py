@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from longcall.cli_support import (
+from longcall.cli.support import (
     EXIT_CONFLICT,
     EXIT_DATABASE,
     EXIT_NOT_FOUND,
@@ -220,8 +220,8 @@ def _add_checked(
     import pydantic
 
     from longcall.app import App
-    from longcall.cli_support import load_object as _load
-    from longcall.workflows.cron import parse
+    from longcall.cli.support import load_object as _load
+    from longcall.cron.scheduler import parse
 
     app = _load(app_spec, "--app")
     if not isinstance(app, App):
@@ -428,11 +428,11 @@ def cron_preview(
     """The next fire times of EXPRESSION in --timezone (no database needed)."""
     import time
 
-    from longcall.workflows.cron import preview
+    from longcall.cron.scheduler import preview
 
     with refusals():
         if after is not None and after.tzinfo is None:
-            from longcall.workflows.cron import parse
+            from longcall.cron.scheduler import parse
 
             after = after.replace(tzinfo=parse(expression, timezone).zone)
         start = time.time() if after is None else after.timestamp()

@@ -17,12 +17,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from longcall.jobs import Job, expired_result, parse_duration
-
-if TYPE_CHECKING:
-    from longcall.app import App
+from longcall.core.jobs import Job, expired_result, parse_duration
+from longcall.runtime import Runtime
 
 log = logging.getLogger("longcall.sweeper")
 
@@ -32,14 +29,14 @@ __all__ = ["Sweeper", "expired_result"]  # expired_result: where it used to live
 class Sweeper:
     """Expires overdue jobs, ``batch`` at a time."""
 
-    def __init__(self, app: App, *, batch: int = 500, interval: str | float = "5s") -> None:
-        self.app = app
+    def __init__(self, runtime: Runtime, *, batch: int = 500, interval: str | float = "5s") -> None:
+        self.runtime = runtime
         self.batch = batch
         self.interval = parse_duration(interval)
 
     def sweep(self) -> list[Job]:
         """Expire every overdue job now; return the ones this call expired."""
-        store = self.app.store
+        store = self.runtime.store
         expired = []
         while True:
             overdue = store.overdue(self.batch)
@@ -52,7 +49,7 @@ class Sweeper:
                 return expired
 
     async def run_once(self) -> list[Job]:
-        return await self.app.in_thread(self.sweep)
+        return await self.runtime.in_thread(self.sweep)
 
     async def run(
         self, stop: asyncio.Event, *, each_pass: Callable[[], object] | None = None
@@ -64,7 +61,7 @@ class Sweeper:
         while not stop.is_set():
             if each_pass is not None:
                 try:
-                    await self.app.in_thread(each_pass)
+                    await self.runtime.in_thread(each_pass)
                 except Exception:
                     log.exception("the sweeper's companion task failed; retrying")
             try:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from longcall.app import App
-from longcall.clock import FakeClock
-from longcall.scripted import Rule, ScriptedAgent
+from longcall.core.clock import FakeClock
+from longcall.testing.scripted import Rule, ScriptedAgent
 
 __all__ = ["FakeClock", "Rule", "ScriptedAgent", "temp_app"]
 

@@ -16,22 +16,23 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from rich.console import Console
 
-from longcall.agents import AgentEvent, AgentRunner
+from longcall.agents import AgentEvent
 from longcall.app import App
-from longcall.clock import FakeClock
-from longcall.jobs import Delivery, JobState, job_id_for
-from longcall.scripted import Rule, ScriptedAgent
-from longcall.tools import JobHandle
-
-START = dt.datetime(2026, 11, 30, 10, 0, 0, tzinfo=dt.UTC).timestamp()
-USER, SESSION = "ana", "session-ana-1"
-# Ana's report jobs: her tool's key in her namespace (see longcall.job_id_for).
-EMEA = job_id_for("report:2026-Q3:EMEA", USER)
-APAC = job_id_for("report:2026-Q3:APAC", USER)
+from longcall.cli.demo_cast import (
+    APAC,
+    EMEA,
+    START,
+    Conversation,
+    ReportTool,
+    ScriptedConversation,
+)
+from longcall.core.clock import FakeClock
+from longcall.core.jobs import Delivery, JobState
+from longcall.jobs.tools import JobHandle
 
 
 @dataclass
@@ -106,44 +107,6 @@ def setter(clock: FakeClock) -> Callable[[str], None]:
         clock.set(START + h * 3600 + m * 60 + s - 10 * 3600)
 
     return at
-
-
-class Conversation(Protocol):
-    """One user's session with an agent, as the demo drives it."""
-
-    runner: AgentRunner  # what the deliverer delivers through
-
-    async def ask(self, text: str) -> list[AgentEvent]: ...
-
-    async def history(self) -> list[AgentEvent]: ...
-
-
-ReportTool = Callable[..., dict[str, Any]]
-RULES = [
-    Rule(
-        r"sales report for (\d{4}-Q[1-4]) (\w+)",
-        calls=[("start_sales_report", lambda m: {"quarter": m[1], "region": m[2].upper()})],
-    ),
-    Rule(r"vacation", reply="You have 12 vacation days left this year."),
-]
-
-
-class ScriptedConversation:
-    """The built-in scripted agent, sessions in longcall's own store."""
-
-    def __init__(self, app: App, tool: ReportTool) -> None:
-        app.long_running(key="report:{quarter}:{region}", deadline="45m")(tool)
-        self.app = app
-        self.agent = ScriptedAgent(app, rules=RULES)
-        self.runner: AgentRunner = self.agent
-
-    async def ask(self, text: str) -> list[AgentEvent]:
-        return await self.app.run_turn_async(
-            self.agent, user_id=USER, session_id=SESSION, text=text
-        )
-
-    async def history(self) -> list[AgentEvent]:
-        return await self.agent.history(SESSION)
 
 
 async def play(
@@ -241,7 +204,7 @@ def run_demo(
     conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation
     agent_name = "the scripted agent"
     if adk:
-        from longcall.adk.demo import AdkConversation, model_name
+        from longcall.cli.demo_adk import AdkConversation, model_name
 
         conversation = AdkConversation
         agent_name = f"google-adk with {model_name()}"

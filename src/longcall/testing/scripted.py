@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from longcall.agents import AgentEvent, Fence, FunctionCall, FunctionResponse, Message
+from longcall.core.jobs import STILL_WORKING, CallIds, status_word
 from longcall.errors import AgentError, UnknownCallError
-from longcall.jobs import STILL_WORKING, CallIds, status_word
 
 if TYPE_CHECKING:
     from longcall.app import App
-    from longcall.tools import LongRunningTool
+    from longcall.jobs.tools import LongRunningTool
 
 ArgsFrom = Mapping[str, Any] | Callable[["re.Match[str]"], Mapping[str, Any]]
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled", "completed"})

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from longcall.clock import SystemClock
+from longcall.core.clock import SystemClock
+from longcall.core.jobs import parse_duration
+from longcall.core.webhook_secrets import check_secret
 from longcall.errors import ConfigError, StoreError
-from longcall.jobs import parse_duration
 from longcall.store import Store, open_store
 from longcall.store.queries import latest_version
-from longcall.webhook_secrets import check_secret
 
 Status = Literal["ok", "warn", "fail"]
 

@@ -24,12 +24,10 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from longcall.agents import AgentEvent, AgentRunner, CallObserver, Fence, FunctionResponse, Message
-from longcall.backoff import exponential
-from longcall.errors import FenceLost, UnknownCallError
-from longcall.jobs import (
+from longcall.agents import AgentEvent, AgentRunner, Fence, FunctionResponse, Message
+from longcall.core.backoff import exponential
+from longcall.core.jobs import (
     Delivery,
     Job,
     SessionKey,
@@ -37,11 +35,12 @@ from longcall.jobs import (
     parse_duration,
     progress_response,
 )
+from longcall.errors import FenceLost, UnknownCallError
+from longcall.jobs.engine import Jobs
+from longcall.jobs.observer import CallObserver
+from longcall.runtime import new_holder_id
 from longcall.store.core import NOTIFY_CHANNEL
-from longcall.wakeups import listen_in_thread, wait_any
-
-if TYPE_CHECKING:
-    from longcall.app import App
+from longcall.store.wakeups import listen_in_thread, wait_any
 
 log = logging.getLogger("longcall.delivery")
 
@@ -84,7 +83,7 @@ class Deliverer:
 
     def __init__(
         self,
-        app: App,
+        jobs: Jobs,
         runner: AgentRunner,
         *,
         deliveries: int = 16,
@@ -97,9 +96,8 @@ class Deliverer:
         holder: str | None = None,
         on_event: Callable[[Job, AgentEvent], None] | None = None,
     ) -> None:
-        from longcall.app import new_holder_id
-
-        self.app = app
+        self.jobs = jobs
+        self.runtime = jobs.runtime
         self.runner = runner
         self.app_name = runner.app_name
         self.deliveries = check_deliveries(deliveries)
@@ -162,13 +160,15 @@ class Deliverer:
 
     async def _release(self, session: SessionKey, fence: int | None) -> None:
         """Release the session's lease if it is still the take made under ``fence``."""
-        await self.app.in_thread(self.app.store.release_session, session, self.holder, fence=fence)
+        await self.runtime.in_thread(
+            self.runtime.store.release_session, session, self.holder, fence=fence
+        )
 
     async def _deliver_group(
         self, session: SessionKey, group: list[Job], *, release_after: bool
     ) -> bool:
         """Deliver one message; True when the session lease was released with the bookkeeping."""
-        store, runner = self.app.store, self.runner
+        store, runner = self.runtime.store, self.runner
         user_id, session_id = session.user_id, session.session_id
         to_send, already = [], []
         try:
@@ -195,7 +195,7 @@ class Deliverer:
             fence=self._fence(session, to_send[0]),
         )
         observer = CallObserver(
-            self.app, app_name=runner.app_name, user_id=user_id, session_id=session_id
+            self.jobs.joins, app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
         try:
             async for event in runner.run(user_id=user_id, session_id=session_id, message=message):
@@ -224,7 +224,7 @@ class Deliverer:
                 exc,
             )
             for job in to_send:
-                await self.app.in_thread(
+                await self.runtime.in_thread(
                     store.release,
                     job,
                     self.holder,
@@ -256,7 +256,9 @@ class Deliverer:
             session,
             self.holder,
             job.claim_fence,
-            functools.partial(self.app.store.holds_session, session, self.holder, job.claim_fence),
+            functools.partial(
+                self.runtime.store.holds_session, session, self.holder, job.claim_fence
+            ),
         )
 
     def _count(self, outcome: str, jobs: list[Job]) -> None:
@@ -264,7 +266,7 @@ class Deliverer:
         if not jobs:
             return
         self.stats[outcome] += len(jobs)
-        for listener in self.app.delivery_listeners:
+        for listener in self.jobs.delivery_listeners:
             for job in jobs:
                 listener(outcome, job)
 
@@ -302,8 +304,8 @@ class Deliverer:
                     error,
                 )
                 self._count("delivery_retried", [job])
-            await self.app.in_thread(
-                self.app.store.release,
+            await self.runtime.in_thread(
+                self.runtime.store.release,
                 job,
                 self.holder,
                 error=error,
@@ -313,8 +315,8 @@ class Deliverer:
 
     async def _give_back(self, jobs: list[Job]) -> None:
         for job in jobs:
-            await self.app.in_thread(
-                self.app.store.release,
+            await self.runtime.in_thread(
+                self.runtime.store.release,
                 job,
                 self.holder,
                 error=None,
@@ -341,9 +343,9 @@ class Deliverer:
             loop.call_soon_threadsafe(wake.set)
 
         in_flight: dict[SessionKey, asyncio.Task[None]] = {}
-        self.app.store.ready_listeners.append(ready)
+        self.runtime.store.ready_listeners.append(ready)
         listener_stop = threading.Event()
-        listener = listen_in_thread(self.app.store, NOTIFY_CHANNEL, ready, listener_stop)
+        listener = listen_in_thread(self.runtime.store, NOTIFY_CHANNEL, ready, listener_stop)
         try:
             while not stop.is_set() and not self._stopping:
                 wake.clear()
@@ -370,14 +372,18 @@ class Deliverer:
             for task in cut_short:
                 task.cancel()
             await asyncio.gather(*cut_short, return_exceptions=True)
-            self.app.store.ready_listeners.remove(ready)
+            self.runtime.store.ready_listeners.remove(ready)
             listener_stop.set()
             if listener is not None:
                 await asyncio.to_thread(listener.join, 5)
 
     async def _claim(self, limit: int) -> list[Job]:
-        return await self.app.in_thread(
-            self.app.store.claim, self.holder, limit=limit, lease=self.lease, app_name=self.app_name
+        return await self.runtime.in_thread(
+            self.runtime.store.claim,
+            self.holder,
+            limit=limit,
+            lease=self.lease,
+            app_name=self.app_name,
         )
 
     async def _start(
@@ -465,11 +471,11 @@ class _GroupCommit:
             while self._queue:
                 batch, self._queue = self._queue, []
                 try:
-                    counts = await deliverer.app.in_thread(
-                        deliverer.app.store.mark_delivered_batch,
+                    counts = await deliverer.runtime.in_thread(
+                        deliverer.runtime.store.mark_delivered_batch,
                         [(jobs, release) for jobs, release, _ in batch],
                         deliverer.holder,
-                        throttle=deliverer.app.progress_throttle,
+                        throttle=deliverer.runtime.progress_throttle,
                     )
                 except Exception as exc:
                     for _, _, future in batch:
@@ -508,8 +514,8 @@ class _Heartbeat:
     async def _renew(self) -> None:
         deliverer = self._deliverer
         try:
-            kept = await deliverer.app.in_thread(
-                deliverer.app.store.renew, deliverer.holder, self._jobs, lease=deliverer.lease
+            kept = await deliverer.runtime.in_thread(
+                deliverer.runtime.store.renew, deliverer.holder, self._jobs, lease=deliverer.lease
             )
         except Exception:
             log.exception("could not renew leases; another deliverer may take over")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from longcall.agents import AgentEvent
-    from longcall.jobs import Delivery, Job, JobState
+    from longcall.core.jobs import Delivery, Job, JobState
 
 
 class JobFilters(TypedDict, total=False):
@@ -30,7 +30,7 @@ class JobFilters(TypedDict, total=False):
 
 
 class RunWorkerOptions(TypedDict, total=False):
-    """``app.run_worker`` (see :class:`~longcall.workflows.worker.RunWorker`)."""
+    """``app.run_worker`` (see :class:`~longcall.workflows.run_worker.RunWorker`)."""
 
     concurrency: int
     poll_interval: str | float
@@ -40,7 +40,7 @@ class RunWorkerOptions(TypedDict, total=False):
 
 
 class SweeperOptions(TypedDict, total=False):
-    """``app.sweeper`` (see :class:`~longcall.sweeper.Sweeper`)."""
+    """``app.sweeper`` (see :class:`~longcall.jobs.sweeper.Sweeper`)."""
 
     batch: int
     interval: str | float
@@ -58,7 +58,7 @@ class _DeliveryOptions(TypedDict, total=False):
 
 
 class DelivererOptions(_DeliveryOptions, total=False):
-    """``app.deliverer`` (see :class:`~longcall.delivery.Deliverer`)."""
+    """``app.deliverer`` (see :class:`~longcall.jobs.delivery.Deliverer`)."""
 
     deliveries: int
 

@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
@@ -63,13 +63,15 @@ from croniter import (
     croniter,
 )
 
-from longcall.deprecation import deprecated
+from longcall.core.deprecation import deprecated
 from longcall.errors import (
     CronConflict,
     CronNotFound,
     CronValidationError,
     WorkflowNotFound,
 )
+from longcall.runtime import Runtime
+from longcall.store import Store
 from longcall.store.cron import (
     ConcurrencyPolicy,
     Cron,
@@ -79,10 +81,7 @@ from longcall.store.cron import (
     MisfirePolicy,
     concurrency_key,
 )
-
-if TYPE_CHECKING:
-    from longcall.app import App
-    from longcall.store import Store
+from longcall.workflows.runs import Workflows
 
 __all__ = [
     "ALIASES",
@@ -355,12 +354,13 @@ class Crons:
     form refuses to run inside an event loop.
     """
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, runtime: Runtime, workflows: Workflows) -> None:
+        self.runtime = runtime
+        self.workflows = workflows
 
     def _store(self, method: str) -> Store:
-        self.app.refuse_in_loop(f"crons.{method}")
-        return self.app.store
+        self.runtime.refuse_in_loop(f"crons.{method}")
+        return self.runtime.store
 
     def create(
         self,
@@ -399,7 +399,7 @@ class Crons:
             _name(name),
             workflow_id,
             expression,
-            next_fire_at=schedule.next_after(self.app.clock.now()),
+            next_fire_at=schedule.next_after(self.runtime.clock.now()),
             timezone=timezone,
             input=input,
             concurrency_policy=_policy(concurrency_policy, ConcurrencyPolicy, "concurrencyPolicy"),
@@ -412,7 +412,7 @@ class Crons:
     def _checked_input(self, workflow_id: str, value: Any) -> Any:
         """The input as the registered workflow encodes it (WorkflowNotFound for an unknown
         workflow, CronValidationError naming every bad field of the input)."""
-        workflow = self.app.workflows.resolve(workflow_id)
+        workflow = self.workflows.resolve(workflow_id)
         try:
             return workflow.encode_input(value)
         except pydantic.ValidationError as exc:
@@ -471,7 +471,7 @@ class Crons:
         if (
             check_workflow
             and workflow_id is not None
-            and workflow_id not in self.app.workflows.registry
+            and workflow_id not in self.workflows.registry
         ):
             raise WorkflowNotFound(workflow_id)
         concurrency = (
@@ -491,7 +491,7 @@ class Crons:
                 expression if expression is not None else "* * * * *",
                 timezone if timezone is not None else "UTC",
             )
-        now = self.app.clock.now()
+        now = self.runtime.clock.now()
 
         def edit(current: Cron) -> Cron:
             new_expression = current.expression if expression is None else expression
@@ -540,7 +540,7 @@ class Crons:
         The concurrency policy applies: a ``queue`` schedule's run waits its turn, a
         ``skip`` schedule refuses while one of its runs is active (outcome
         ``trigger_skipped``, no run) unless ``force``."""
-        return self._store("trigger").trigger(cron_id, self.app.clock.now(), force=force)
+        return self._store("trigger").trigger(cron_id, self.runtime.clock.now(), force=force)
 
     def fires(
         self, cron_id: str, *, before: float | None = None, limit: int = 50
@@ -560,36 +560,36 @@ class Crons:
             expression,
             timezone,
             count=count,
-            after=self.app.clock.now() if after is None else after,
+            after=self.runtime.clock.now() if after is None else after,
         )
 
     def scheduler(self, **options: Any) -> Scheduler:
-        return Scheduler(self.app, **options)
+        return Scheduler(self.runtime, **options)
 
     # -- async twins ---------------------------------------------------------------------
 
     async def create_async(self, name: str, workflow_id: str, expression: str, **kw: Any) -> Cron:
-        return await self.app.in_thread(
+        return await self.runtime.in_thread(
             functools.partial(self.create, name, workflow_id, expression, **kw)
         )
 
     async def get_async(self, cron_id: str) -> Cron:
-        return await self.app.in_thread(self.get, cron_id)
+        return await self.runtime.in_thread(self.get, cron_id)
 
     async def list_async(self, **filters: Any) -> builtins.list[Cron]:
-        return await self.app.in_thread(self.list, **filters)
+        return await self.runtime.in_thread(self.list, **filters)
 
     async def update_async(self, cron_id: str, **changes: Any) -> Cron:
-        return await self.app.in_thread(self.update, cron_id, **changes)
+        return await self.runtime.in_thread(self.update, cron_id, **changes)
 
     async def delete_async(self, cron_id: str) -> bool:
-        return await self.app.in_thread(self.delete, cron_id)
+        return await self.runtime.in_thread(self.delete, cron_id)
 
     async def trigger_async(self, cron_id: str, *, force: bool = False) -> CronFire:
-        return await self.app.in_thread(self.trigger, cron_id, force=force)
+        return await self.runtime.in_thread(self.trigger, cron_id, force=force)
 
     async def fires_async(self, cron_id: str, **options: Any) -> builtins.list[CronFire]:
-        return await self.app.in_thread(self.fires, cron_id, **options)
+        return await self.runtime.in_thread(self.fires, cron_id, **options)
 
 
 # -- the scheduler -----------------------------------------------------------------------
@@ -606,7 +606,7 @@ class Scheduler:
 
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         *,
         batch: int = 100,
         misfire_grace: float = 60.0,
@@ -618,7 +618,7 @@ class Scheduler:
             raise ValueError("batch must be at least 1")
         if misfire_grace < 0:
             raise ValueError("misfire_grace cannot be negative")
-        self.app = app
+        self.runtime = runtime
         self.batch = batch
         self.misfire_grace = misfire_grace
         self.poll = poll
@@ -664,18 +664,18 @@ class Scheduler:
     def tick(self, now: float | None = None) -> list[CronFire]:
         """Fire every schedule due at ``now`` (default: the app clock's now); the occurrences
         this scheduler claimed, in the order it claimed them."""
-        self.app.refuse_in_loop("scheduler.tick")
+        self.runtime.refuse_in_loop("scheduler.tick")
         return self._tick(now)
 
     async def tick_async(self, now: float | None = None) -> list[CronFire]:
         """:meth:`tick` on the app's thread pool."""
-        return await self.app.in_thread(self._tick, now)
+        return await self.runtime.in_thread(self._tick, now)
 
     def _tick(self, now: float | None = None) -> list[CronFire]:
-        at = self.app.clock.now() if now is None else now
+        at = self.runtime.clock.now() if now is None else now
         fires: list[CronFire] = []
         while True:
-            got, taken = self.app.store.fire_due(
+            got, taken = self.runtime.store.fire_due(
                 at, lambda cron: self.plan(cron, at), limit=self.batch
             )
             fires += got
@@ -684,7 +684,7 @@ class Scheduler:
                 break
         if self._pruned_at is None or at - self._pruned_at >= self.prune_every:
             self._pruned_at = at
-            self.app.store.prune_cron_fires(at - self.keep_fires)
+            self.runtime.store.prune_cron_fires(at - self.keep_fires)
         return fires
 
     def wake(self) -> None:
@@ -704,14 +704,14 @@ class Scheduler:
                 wake.clear()
                 delay = self.poll
                 try:
-                    fires = await self.app.in_thread(self._tick)
+                    fires = await self.runtime.in_thread(self._tick)
                     if fires:
                         log.debug("cron: %d occurrence(s) claimed", len(fires))
-                    due = await self.app.in_thread(self.app.store.next_cron_due)
+                    due = await self.runtime.in_thread(self.runtime.store.next_cron_due)
                     if due is not None:
                         # Not zero: a due schedule another scheduler is firing right now
                         # (PostgreSQL skips it) would make this loop spin until it commits.
-                        delay = min(self.poll, max(0.01, due - self.app.clock.now()))
+                        delay = min(self.poll, max(0.01, due - self.runtime.clock.now()))
                 except Exception:
                     log.exception("cron scheduler: tick failed; retrying in %.1fs", self.poll)
                 stopping = asyncio.ensure_future(stop.wait())
