@@ -56,12 +56,19 @@ def model() -> str | BaseLlm:
     return ScriptedLlm(rules=[export])
 
 
-export = long_running_tool(jobs, export_data, key="export:{session_id}:{export_type}",
-                           deadline="2h")
-agent = LlmAgent(name="exporter", model=model(), tools=[export],
-                 instruction="Export the user's data with export_data when asked.")
-runner = Runner(app=AdkApp(name="exports", root_agent=agent, plugins=[LongcallPlugin(jobs)]),
-                session_service=SqliteSessionService(SESSIONS))
+export = long_running_tool(
+    jobs, export_data, key="export:{session_id}:{export_type}", deadline="2h"
+)
+agent = LlmAgent(
+    name="exporter",
+    model=model(),
+    tools=[export],
+    instruction="Export the user's data with export_data when asked.",
+)
+runner = Runner(
+    app=AdkApp(name="exports", root_agent=agent, plugins=[LongcallPlugin(jobs)]),
+    session_service=SqliteSessionService(SESSIONS),
+)
 
 
 async def say(text: str) -> None:
@@ -76,6 +83,15 @@ async def say(text: str) -> None:
                 print(f"agent: {part.text}", flush=True)
 
 
+async def delivered(job_id: str) -> None:
+    """Return once the worker has resumed the session with the job's result."""
+    # The completion comes from another process: the store is the one place to look.
+    while True:
+        if (await jobs.get_job_async(job_id)).delivered_at is not None:
+            return
+        await asyncio.sleep(0.2)
+
+
 async def main(text: str) -> int:
     # Started again after a stop: the job is in the store already, so only wait for it.
     if not await jobs.list_jobs_async(session_id=SESSION, tool_name="export_data"):
@@ -83,12 +99,14 @@ async def main(text: str) -> int:
     [job] = await jobs.list_jobs_async(session_id=SESSION, tool_name="export_data")
     if job.delivered_at is None:
         print(f"job:   {job.job_id} ({job.state.value})", flush=True)
-        print(f"finish it: longcall jobs complete '{job.job_id}' --database {DATABASE} "
-              """--result '{"url": "https://example.com/export.csv"}'""", flush=True)
+        print(
+            f"finish it: longcall jobs complete '{job.job_id}' --database {DATABASE} "
+            """--result '{"url": "https://example.com/export.csv"}'""",
+            flush=True,
+        )
     worker = jobs.worker(AdkAgentRunner(runner))
     working = asyncio.create_task(worker.run(handle_signals=False))
-    while (await jobs.get_job_async(job.job_id)).delivered_at is None:
-        await asyncio.sleep(0.2)  # the worker resumes the session as soon as the job finishes
+    await delivered(job.job_id)
     worker.stop()
     await working
     session = await runner.session_service.get_session(

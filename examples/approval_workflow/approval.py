@@ -69,8 +69,11 @@ async def follow(run_id: str) -> longcall.RunDetails:
             question = details.pending[0]
             print(f"waiting: {question.prompt}", flush=True)
             answer = json.dumps({"approved": True, "approver": "ana"})
-            print(f"answer:  longcall runs answer {run_id} --database {DATABASE} "
-                  f"--value {question.key}='{answer}'", flush=True)
+            print(
+                f"answer:  longcall runs answer {run_id} --database {DATABASE} "
+                f"--value {question.key}='{answer}'",
+                flush=True,
+            )
         await asyncio.sleep(0.2)
     return details
 
