@@ -1,6 +1,6 @@
 """Background runs on PostgreSQL: longcall's run workers against procrastinate and DBOS's queue.
 
-Run:  pip install -e '.[bench,postgres]'
+Run:  pip install -e '.[postgres]' --group bench
       python bench/runs.py                            (2,000 runs, 4 workers, 3 rounds)
       python bench/runs.py --runs 5000 --rounds 5 --probes 100
       python bench/runs.py --pg postgresql://postgres@127.0.0.1:5432/postgres
@@ -88,7 +88,7 @@ from typing import Any
 
 from pg_databases import BenchDatabases, add_prefix_option
 
-INSTALL = "pip install -e '.[bench,postgres]'"
+INSTALL = "pip install -e '.[postgres]' --group bench"
 RATE_TARGET = 2.0  # longcall's runs/s over procrastinate's jobs/s
 LATENCY_TARGET_MS = 20.0  # median start latency
 WARMUP = 8

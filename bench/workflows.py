@@ -1,6 +1,6 @@
 """longcall's durable workflows against LangGraph's functional API and DBOS.
 
-Run:  pip install -e '.[bench,postgres]'
+Run:  pip install -e '.[postgres]' --group bench
       python bench/workflows.py                    (SQLite and PostgreSQL, 5 rounds)
       python bench/workflows.py --skip-postgres --rounds 3
       python bench/workflows.py --pg postgresql://postgres@127.0.0.1:5432/postgres
@@ -60,7 +60,7 @@ from typing import Any
 
 from pg_databases import BenchDatabases, add_prefix_option
 
-INSTALL = "pip install -e '.[bench,postgres]'"
+INSTALL = "pip install -e '.[postgres]' --group bench"
 
 
 @dataclass(frozen=True)

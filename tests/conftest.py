@@ -157,7 +157,7 @@ def browser() -> Iterator[Any]:
     except ImportError:
         if IN_CI:
             raise
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+        pytest.skip("playwright is not installed (pip install --group test)")
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM),

@@ -2,7 +2,7 @@
 
 Each case runs ``python -m longcall`` as a user would, in a process of its own with a time
 limit, and fails on a traceback, a hang, exit 0 where an error was due, or a message that
-does not say what was wrong. The codes are the README's: 2 bad usage (an option, a URL that
+does not say what was wrong. The codes are docs/cli.md's: 2 bad usage (an option, a URL that
 cannot work, a missing extra), 3 no such job/run/schedule/source/token, 4 the database is
 unreachable or unusable, 5 the state refuses the request.
 """

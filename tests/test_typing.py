@@ -1,6 +1,6 @@
-"""The public API is typed for its users, and ``longcall`` exports what the README names.
+"""The public API is typed for its users, and ``longcall`` exports what the docs name.
 
-``tests/typing/readme_user.py`` is a user's module in the README's patterns; mypy checks it
+``tests/typing/docs_user.py`` is a user's module in the documentation's patterns; mypy checks it
 under ``--strict`` here, and each of its ``# expect:`` comments is held to what mypy reports on
 the line after it: a revealed type, or an error of a given code for a misuse. Nothing else may be
 reported, so a decorator that loses the types again fails on the untyped-decorator errors.
@@ -20,9 +20,9 @@ import longcall
 from longcall import App, RunStateError, RunStatus, TaskContext
 
 ROOT = Path(__file__).resolve().parent.parent
-USER_MODULE = Path(__file__).resolve().parent / "typing" / "readme_user.py"
+USER_MODULE = Path(__file__).resolve().parent / "typing" / "docs_user.py"
 EXPECT = re.compile(r"^\s*# expect: (.+)$")
-REPORTED = re.compile(r"^readme_user\.py:(\d+): (error|note): (.*?)(?:\s+\[([a-z-]+)\])?$")
+REPORTED = re.compile(r"^docs_user\.py:(\d+): (error|note): (.*?)(?:\s+\[([a-z-]+)\])?$")
 
 
 def expectations() -> dict[int, str]:
@@ -66,7 +66,7 @@ def mypy_strict(cache: Path) -> dict[int, list[str]]:
     return reported
 
 
-def test_the_readme_patterns_keep_their_types_under_mypy_strict(tmp_path: Path) -> None:
+def test_the_documented_patterns_keep_their_types_under_mypy_strict(tmp_path: Path) -> None:
     expected = expectations()
     assert len(expected) >= 20, "the user module lost its expectations"
     # A cold cache of its own (a few seconds): nothing left over from another check counts.
@@ -81,16 +81,20 @@ def test_the_readme_patterns_keep_their_types_under_mypy_strict(tmp_path: Path) 
     assert unexpected == {}, unexpected
 
 
-def test_every_name_the_readme_spells_longcall_dot_is_exported() -> None:
-    readme = (ROOT / "README.md").read_text()
-    spelled = set(re.findall(r"\blongcall\.([A-Za-z_][A-Za-z0-9_]*)", readme))
-    modules = {"adk", "db", "workflows"}  # ``longcall.adk.X``, ``longcall.db`` a file name
-    assert spelled - modules - set(longcall.__all__) == set()
+def test_every_name_the_docs_spell_longcall_dot_is_exported() -> None:
+    """A ``longcall.X`` in the README, the docs pages or the examples is a public name."""
+    pages = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "examples").rglob("*")]
+    text = "\n".join(p.read_text() for p in pages if p.suffix in {".md", ".py"})
+    spelled = set(re.findall(r"\blongcall\.([A-Za-z_][A-Za-z0-9_]*)", text))
+    # modules (``longcall.adk.X``), a file name (``longcall.db``), a page (``api/longcall.md``)
+    others = {"adk", "errors", "testing", "workflows", "__all__", "db", "md"}
+    assert len(spelled) >= 15, "the docs lost their names"
+    assert spelled - others - set(longcall.__all__) == set()
     for name in longcall.__all__:
         assert getattr(longcall, name) is not None
 
 
-def test_the_names_the_readme_uses_for_runs_and_their_errors_are_exported() -> None:
+def test_the_names_the_docs_use_for_runs_and_their_errors_are_exported() -> None:
     named = {
         "InvalidAnswer",
         "NonDeterminismError",

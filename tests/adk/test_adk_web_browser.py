@@ -1,6 +1,6 @@
 """`adk web` beside `longcall worker --adk`, driven in a real browser as a person does.
 
-The README's two-process deployment with ADK's own web UI: a person types into the dev UI,
+The google-adk guide's two-process deployment with ADK's own web UI: a person types into the dev UI,
 the long-running tool answers that the report is being built, the report is completed from
 the CLI, the worker resumes the session, and reloading the page shows the answer (ADK's UI
 does not poll; the answer is in the session store).

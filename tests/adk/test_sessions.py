@@ -61,7 +61,7 @@ DATABASE = pytest.param(
     "database",
     marks=pytest.mark.skipif(
         not HAS_SQLALCHEMY and not IN_CI,
-        reason="DatabaseSessionService needs sqlalchemy[asyncio]: pip install 'longcall[test]'",
+        reason="DatabaseSessionService needs sqlalchemy[asyncio]: pip install --group test",
     ),
 )
 SERVICES = ["memory", "sqlite", DATABASE]

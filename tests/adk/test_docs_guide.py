@@ -1,4 +1,4 @@
-"""The README's google-adk section runs as written, and makes the tool durable."""
+"""The google-adk guide (docs/adk.md) runs as written, and makes the tool durable."""
 
 from __future__ import annotations
 
@@ -16,32 +16,32 @@ import longcall
 adk = pytest.importorskip("longcall.adk", reason="google-adk is not installed (extra 'adk')")
 from google.genai import types  # noqa: E402
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "adk.md"
 
 
-def readme_adk_block() -> str:
-    """The python block that follows the readme-adk marker."""
-    text = README.read_text()
-    match = re.search(r"<!-- readme-adk:.*?-->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert match, "the README lost its google-adk example"
+def guide_adk_block() -> str:
+    """The python block that follows the docs-adk marker."""
+    text = GUIDE.read_text()
+    match = re.search(r"<!-- docs-adk:.*?-->\s*```python\n(.*?)```", text, re.DOTALL)
+    assert match, "the google-adk guide lost its example"
     return match.group(1)
 
 
-def test_readme_adk_example_is_short() -> None:
+def test_guide_adk_example_is_short() -> None:
     """Making the tool durable takes under ten lines beyond the tool and the imports."""
-    code = readme_adk_block()
+    code = guide_adk_block()
     body = code[code.index("jobs = longcall.App") :]
     lines = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith("#")]
     assert len(lines) < 10
 
 
-def test_readme_adk_example_runs_and_resumes(
+def test_guide_adk_example_runs_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The README's code, run as written (with the offline model), resumes a completed export."""
+    """The guide's code, run as written (with the offline model), resumes a completed export."""
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
-    exec(compile(readme_adk_block(), str(README), "exec"), namespace)
+    exec(compile(guide_adk_block(), str(GUIDE), "exec"), namespace)
     jobs, agent, runner, worker = (namespace[k] for k in ("jobs", "agent", "runner", "worker"))
     assert isinstance(jobs, longcall.App) and isinstance(worker, longcall.Worker)
     assert os.path.exists(tmp_path / "longcall.db")
@@ -74,16 +74,16 @@ def test_readme_adk_example_runs_and_resumes(
     jobs.close()
 
 
-def readme_agent_module() -> str:
-    """The agents-folder module of the README's guide."""
+def guide_agent_module() -> str:
+    """The agents-folder module of the google-adk guide."""
     match = re.search(
-        r"<!-- readme-adk-agent:.*?-->\s*```python\n(.*?)```", README.read_text(), re.S
+        r"<!-- docs-adk-agent:.*?-->\s*```python\n(.*?)```", GUIDE.read_text(), re.S
     )
-    assert match, "the README lost its agents-folder example"
+    assert match, "the google-adk guide lost its agents-folder example"
     return match.group(1)
 
 
-def test_the_readme_guide_from_agents_folder_to_resumed_answer(
+def test_the_guide_from_agents_folder_to_resumed_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The guide's steps as written: its agent module in an agents folder, the apps built as
@@ -101,7 +101,7 @@ def test_the_readme_guide_from_agents_folder_to_resumed_answer(
     (folder / "__init__.py").write_text("from . import agent\n")
     # As written, except the model: no network here, so the offline model stands in.
     (folder / "agent.py").write_text(
-        readme_agent_module()
+        guide_agent_module()
         + "\nroot_agent.model = __import__('longcall.adk').adk.ScriptedLlm(rules=[\n"
         "    longcall.Rule(r'export my data to (\\w+)',\n"
         "                  calls=[('export_data', lambda m: {'export_type': m[1].lower()})])])\n"

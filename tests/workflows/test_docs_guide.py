@@ -1,4 +1,4 @@
-"""The README's workflow example runs as written, and really is durable."""
+"""The workflow guide's example (docs/workflows.md) runs as written, and really is durable."""
 
 from __future__ import annotations
 
@@ -10,22 +10,25 @@ import pytest
 
 import longcall
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "workflows.md"
 
 
-def readme_workflow_block() -> str:
-    text = README.read_text()
-    match = re.search(r"<!-- readme-workflow:.*?-->\s*```python\n(.*?)```", text, re.DOTALL)
-    assert match, "the README lost its workflow example"
+def guide_workflow_block() -> str:
+    """The python block that follows the docs-workflow marker."""
+    text = GUIDE.read_text()
+    match = re.search(r"<!-- docs-workflow:.*?-->\s*```python\n(.*?)```", text, re.DOTALL)
+    assert match, "the workflow guide lost its example"
     return match.group(1)
 
 
-def test_readme_workflow_runs_suspends_and_resumes(
+def test_guide_workflow_runs_suspends_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The refund workflow waits on its question, then completes once answered, its finished
+    task not run again."""
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {}
-    exec(compile(readme_workflow_block(), str(README), "exec"), namespace)
+    exec(compile(guide_workflow_block(), str(GUIDE), "exec"), namespace)
     printed = capsys.readouterr().out.splitlines()
     assert printed == [
         "waiting_input",

@@ -1,4 +1,4 @@
-"""A user's module written from the README's patterns, for ``mypy --strict`` (test_typing.py).
+"""A user's module written from the documentation's patterns, for ``mypy --strict`` (test_typing.py).
 
 Never imported by the tests: mypy reads it. An ``expect`` comment on a line of its own says
 what mypy reports on the next line: the type a ``reveal_type`` shows, or ``error[code]`` for a
@@ -100,11 +100,11 @@ reveal_type(fetch_order)
 reveal_type(count_items)
 # expect: longcall.workflows.engine.Task[[float], typing.Coroutine[Any, Any, str]]
 reveal_type(wait_for)
-# expect: longcall.workflows.runs.Workflow[[order: readme_user.Order, ctx: longcall.workflows.engine.TaskContext], dict[str, Any]]
+# expect: longcall.workflows.runs.Workflow[[order: docs_user.Order, ctx: longcall.workflows.engine.TaskContext], dict[str, Any]]
 reveal_type(refund)
-# expect: longcall.workflows.runs.Workflow[[order: readme_user.Order, ctx: longcall.workflows.engine.TaskContext], int]
+# expect: longcall.workflows.runs.Workflow[[order: docs_user.Order, ctx: longcall.workflows.engine.TaskContext], int]
 reveal_type(count)
-# expect: longcall.workflows.runs.Workflow[[order: readme_user.Order], list[int]]
+# expect: longcall.workflows.runs.Workflow[[order: docs_user.Order], list[int]]
 reveal_type(count_later)
 
 run = app.run_workflow(refund, Order(id="A-17", amount=42.0))
@@ -125,7 +125,7 @@ reveal_type(app.run_worker(concurrency=4, grace="5s"))
 # expect: longcall.worker.Worker
 reveal_type(app.worker(deliveries=4, lease="60s"))
 
-# What the README spells as ``longcall.X`` is exported, with its own type.
+# What the docs spell as ``longcall.X`` is exported, with its own type.
 errors: tuple[type[Exception], ...] = (longcall.InvalidAnswer, longcall.NonDeterminismError)
 question: longcall.Interrupt | None = None
 # expect: longcall.core.runs.Interrupt | None
