@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
+from longcall.access import Access
 from longcall.agents import AgentEvent, AgentRunner, Message
 from longcall.core.clock import Clock, SystemClock
 from longcall.core.deprecation import deprecated
@@ -28,7 +29,7 @@ from longcall.core.jobs import (
     SessionKey,
     parse_duration,
 )
-from longcall.core.runs import Run, RunEvent
+from longcall.core.runs import Run, RunEvent, RunStatus
 from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer
 from longcall.jobs.engine import Jobs
@@ -120,6 +121,8 @@ class App:
             checkpoint_delay=parse_duration(checkpoint_delay),
         )
         self.crons = Crons(self.runtime, self.workflows)
+        # API tokens, dashboard logins and webhook secrets.
+        self.access = Access(self.runtime)
 
     # -- the runtime's parts, read through (the engines hold the runtime) ---------------
 
@@ -130,6 +133,11 @@ class App:
     @store.setter
     def store(self, store: Store) -> None:
         self.runtime.store = store
+
+    @property
+    def dialect(self) -> str:
+        """The database's: ``sqlite`` or ``postgres``."""
+        return self.runtime.store.dialect
 
     @property
     def clock(self) -> Clock:
@@ -385,6 +393,19 @@ class App:
     async def job_events_async(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
         return await self.in_thread(self.store.job_events, job_id, after=after)
 
+    def inbox(self, job_id: str) -> list[dict[str, Any]]:
+        """The deliveries from outside (webhooks) that named ``job_id``, oldest first, each
+        with its source, delivery id, kind and what became of it."""
+        self.refuse_in_loop("inbox")
+        return self.store.inbox(job_id)
+
+    def extend_deadline(self, job_id: str, deadline: str | float) -> Job | None:
+        """Move a started job's deadline to ``deadline`` (``"30m"``) from now; None when the
+        job has finished (nothing changes). :class:`~longcall.errors.JobNotFound` for an
+        unknown id."""
+        self.refuse_in_loop("extend_deadline")
+        return self.store.extend(job_id, parse_duration(deadline))
+
     # -- conversations ------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -629,7 +650,30 @@ class App:
 
     def cancel_run(self, run_id: str) -> Run:
         """Cancel a run: at once if queued or waiting, at its next task call if running."""
-        return self.store.request_run_cancel(run_id) or self.store.get_run(run_id)
+        return self.request_run_cancel(run_id) or self.store.get_run(run_id)
+
+    def request_run_cancel(self, run_id: str) -> Run | None:
+        """:meth:`cancel_run`, returning the run only when this call changed it (None: it
+        had ended, or its cancel was asked already)."""
+        return self.store.request_run_cancel(run_id)
+
+    def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        workflow_id: str | None = None,
+        user_id: str | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """Runs, newest first; ``before`` is the (created_at, run_id) of a page's last run."""
+        return self.store.list_runs(
+            status=status, workflow_id=workflow_id, user_id=user_id, before=before, limit=limit
+        )
+
+    def run_event_log(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
+        """The run's events after ``after`` as they are now (:meth:`run_events` follows)."""
+        return self.store.run_events(run_id, after=after)
 
     def run_events(
         self, run_id: str, *, after: int = 0, follow: bool = True

@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.console import Console
 
+from longcall import JobHandle
 from longcall.agents import AgentEvent
 from longcall.app import App
 from longcall.cli.demo_cast import (
@@ -32,7 +33,6 @@ from longcall.cli.demo_cast import (
 )
 from longcall.core.clock import FakeClock
 from longcall.core.jobs import Delivery, JobState
-from longcall.jobs.tools import JobHandle
 
 
 @dataclass

@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from rich.console import Console
 
+from longcall import JobHandle
 from longcall.agents import AgentEvent, FunctionResponse
 from longcall.app import App
 from longcall.cli.demo import Timeline
@@ -46,7 +47,6 @@ from longcall.cli.demo_cast import (
 )
 from longcall.core.jobs import Delivery, Job, JobState
 from longcall.errors import JobNotFound
-from longcall.jobs.tools import JobHandle
 from longcall.server import runner
 from longcall.server.app import Settings
 from longcall.webhooks import new_secret, sign
@@ -265,7 +265,7 @@ async def play(service: Service) -> None:
         "the repeated delivery was answered 200 duplicate",
     )
     events = await app.job_events_async(EMEA)
-    inbox = await app.in_thread(app.store.inbox, EMEA)
+    inbox = await app.in_thread(app.inbox, EMEA)
     emea = await job(EMEA)
     line.check(
         [e.kind for e in events].count("succeeded") == 1
@@ -454,8 +454,8 @@ def run_service_demo(
                 console.print(f"[red]error:[/red] {problem}", highlight=False)
                 return 2
             base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-            secret = app.store.add_hook_secret(SOURCE, new_secret()).secret
-            _, token = app.store.create_token(user_id=None, admin=True)
+            secret = app.access.add_webhook_secret(SOURCE, new_secret()).secret
+            _, token = app.access.create_token(user_id=None, admin=True)
             batch = BatchSystem(base, secret)
             chat = conversation(app, report_tool(batch))
             # The conversations register the story's 45 minutes; in real time it is seconds.

@@ -19,8 +19,7 @@ from longcall.core.clock import SystemClock
 from longcall.core.jobs import parse_duration
 from longcall.core.webhook_secrets import check_secret
 from longcall.errors import ConfigError, StoreError
-from longcall.store import Store, open_store
-from longcall.store.queries import latest_version
+from longcall.store import Store, latest_version, open_store
 
 Status = Literal["ok", "warn", "fail"]
 

@@ -222,7 +222,7 @@ def jobs_extend(database: str, output: str | None, job_id: str, deadline: float)
     if deadline <= 0:
         raise click.BadParameter("must be more than 0 seconds", param_hint="'--deadline'")
     with open_app(database) as app:
-        job = app.store.extend(job_id, deadline)
+        job = app.extend_deadline(job_id, deadline)
         if job is None:
             finished = app.get_job(job_id)
             click.echo(
@@ -342,10 +342,10 @@ def jobs_watch(
     with open_app(database) as app:
         follower: JobFollower | JobsFollower
         if job_id:
-            follower = JobFollower(app.store, job_id)
+            follower = JobFollower(app, job_id)
         else:
             follower = JobsFollower(
-                app.store,
+                app,
                 limit=limit,
                 state=JobState(state) if state else None,
                 tool_name=tool_name,

@@ -158,8 +158,7 @@ def doctor(database: str, output: str | None) -> None:
 def migrate(database: str, check: bool) -> None:
     """Create or upgrade the schema (safe to run from several processes at once)."""
     from longcall.core.clock import SystemClock
-    from longcall.store import open_store
-    from longcall.store.queries import latest_version
+    from longcall.store import latest_version, open_store
 
     try:
         store = open_store(database, SystemClock())
@@ -323,7 +322,7 @@ def worker(
         if not app.workflows.registry:
             raise click.UsageError("nothing to do: give --agent, or register workflows on the App")
     runner = app.worker(agent, run_concurrency=concurrency, **options)
-    click.echo(f"longcall worker {app.holder} on {app.store.dialect}", err=True)
+    click.echo(f"longcall worker {app.holder} on {app.dialect}", err=True)
     try:
         asyncio.run(runner.run())
     finally:
@@ -386,7 +385,7 @@ def _run_adk_workers(app: Any, server_apps: list[Any], options: dict[str, Any]) 
 
     workers = adk_workers(app, server_apps, **options)
     names = ", ".join(s.name for s in server_apps)
-    click.echo(f"longcall worker {app.holder} on {app.store.dialect}; ADK apps: {names}", err=True)
+    click.echo(f"longcall worker {app.holder} on {app.dialect}; ADK apps: {names}", err=True)
     asyncio.run(_run_workers(workers))
 
 
@@ -593,7 +592,7 @@ def hooks_add(database: str, output: str | None, source: str) -> None:
     """Create SOURCE with a new secret, or add a second secret to rotate to; prints it."""
     fresh = _new_secret()
     with open_app(database, migrate=False) as app:
-        secret = app.store.add_hook_secret(source, fresh)
+        secret = app.access.add_webhook_secret(source, fresh)
     data = {
         "source": source,
         "secretId": secret.secret_id,
@@ -633,7 +632,7 @@ def hooks_rotate(database: str, output: str | None, source: str, retire_others: 
     """Add a new secret to SOURCE and print it; the older ones stay valid unless retired."""
     fresh = _new_secret()
     with open_app(database, migrate=False) as app:
-        older = app.store.hook_secrets(source)
+        older = app.access.webhook_secrets(source)
         if not older:
             click.echo(
                 f"error: no source {source!r} to rotate; create it with `longcall hooks add "
@@ -642,11 +641,11 @@ def hooks_rotate(database: str, output: str | None, source: str, retire_others: 
             )
             sys.exit(EXIT_NOT_FOUND)
         # The new secret first: a crash in between leaves both valid, never neither.
-        secret = app.store.add_hook_secret(source, fresh)
+        secret = app.access.add_webhook_secret(source, fresh)
         retired = [
             s.secret_id
             for s in older
-            if retire_others and app.store.retire_hook_secret(source, s.secret_id)
+            if retire_others and app.access.retire_webhook_secret(source, s.secret_id)
         ]
     still = [s.secret_id for s in older if s.secret_id not in retired]
     data = {
@@ -677,7 +676,7 @@ def hooks_rotate(database: str, output: str | None, source: str, retire_others: 
 def hooks_list(database: str, output: str | None) -> None:
     """List sources and their secret ids (never the secrets)."""
     with open_app(database, migrate=False) as app:
-        found = app.store.hook_secrets()
+        found = app.access.webhook_secrets()
     data = [
         {"source": s.source, "secretId": s.secret_id, "createdAt": iso(s.created_at)} for s in found
     ]
@@ -696,7 +695,7 @@ def hooks_list(database: str, output: str | None) -> None:
 def hooks_retire(database: str, source: str, secret_id: str) -> None:
     """Stop accepting deliveries signed with SECRET_ID (after a rotation)."""
     with open_app(database, migrate=False) as app:
-        if not app.store.retire_hook_secret(source, secret_id):
+        if not app.access.retire_webhook_secret(source, secret_id):
             click.echo(f"error: {source!r} has no secret {secret_id!r}", err=True)
             sys.exit(EXIT_NOT_FOUND)
     click.echo(f"retired {secret_id} of {source}")
@@ -713,7 +712,7 @@ def hooks_sign(database: str, output: str | None, source: str, body: str) -> Non
 
     json_arg(body, "--body")
     with open_app(database, migrate=False) as app:
-        secrets = app.store.hook_secrets(source)
+        secrets = app.access.webhook_secrets(source)
     if not secrets:
         click.echo(f"error: no secret for {source!r}; run `longcall hooks add {source}`", err=True)
         sys.exit(EXIT_NOT_FOUND)
@@ -740,7 +739,7 @@ def tokens_create(database: str, output: str | None, user_id: str | None, admin:
     if not admin and not user_id:
         raise click.UsageError("give --user NAME, or --admin")
     with open_app(database, migrate=False) as app:
-        info, token = app.store.create_token(user_id=user_id, admin=admin)
+        info, token = app.access.create_token(user_id=user_id, admin=admin)
     data = {"tokenId": info.token_id, "userId": info.user_id, "admin": info.admin, "token": token}
     emit(
         data,
@@ -757,7 +756,7 @@ def tokens_create(database: str, output: str | None, user_id: str | None, admin:
 def tokens_list(database: str, output: str | None) -> None:
     """List token ids, users and whether they are revoked (never the tokens)."""
     with open_app(database, migrate=False) as app:
-        found = app.store.tokens()
+        found = app.access.tokens()
     data = [
         {
             "tokenId": t.token_id,
@@ -782,7 +781,7 @@ def tokens_list(database: str, output: str | None) -> None:
 def tokens_revoke(database: str, token_id: str) -> None:
     """Revoke a token by its id; requests with it then answer 401."""
     with open_app(database, migrate=False) as app:
-        if not app.store.revoke_token(token_id):
+        if not app.access.revoke_token(token_id):
             click.echo(f"error: no active token {token_id!r}", err=True)
             sys.exit(EXIT_NOT_FOUND)
     click.echo(f"revoked {token_id}")

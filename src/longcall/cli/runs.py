@@ -40,7 +40,7 @@ from longcall.errors import (
     WorkflowNotFound,
 )
 from longcall.shapes import event_json, interrupt_json, run_json, step_json
-from longcall.workflows.answers import answer_problems
+from longcall.workflows import answer_problems
 
 if TYPE_CHECKING:
     from longcall.app import App
@@ -173,7 +173,7 @@ def runs_list(
 ) -> None:
     """List runs, newest first."""
     with open_app(database) as app:
-        found = app.store.list_runs(
+        found = app.list_runs(
             status=RunStatus(status) if status else None,
             workflow_id=workflow_id,
             user_id=user_id,
@@ -279,7 +279,7 @@ def runs_watch(
     with open_app(database) as app, refusals():
         try:
             while True:
-                for event in app.store.run_events(run_id, after=after):
+                for event in app.run_event_log(run_id, after=after):
                     after = event.seq
                     if as_json:
                         line = {"type": "event", **event_json(event)}
@@ -287,7 +287,7 @@ def runs_watch(
                     else:
                         data = "" if event.data is None else f" {json.dumps(event.data)}"
                         click.echo(f"{_when(event.created_at)}  #{event.seq} {event.kind}{data}")
-                run = app.store.get_run(run_id)
+                run = app.get_run(run_id).run
                 if (run.status, run.updated_at) != seen:
                     seen = (run.status, run.updated_at)
                     if as_json:
@@ -296,7 +296,7 @@ def runs_watch(
                         click.echo(f"{_when(run.updated_at)}  {run_id}  {_status(run)}")
                 if run.status.terminal or run.status is RunStatus.WAITING_INPUT:
                     # Events that committed after the look above, before the run stopped.
-                    if app.store.run_events(run_id, after=after):
+                    if app.run_event_log(run_id, after=after):
                         continue
                     ok = run.status in (RunStatus.COMPLETED, RunStatus.WAITING_INPUT)
                     sys.exit(0 if ok else EXIT_CHECK_FAILED)
@@ -338,8 +338,8 @@ def _when(timestamp: float | None) -> str:
 def runs_cancel(database: str, output: str | None, strict: bool, run_id: str) -> None:
     """Cancel a run: at once if queued or waiting, at its next task call if running."""
     with open_app(database) as app, refusals():
-        cancelled = app.store.request_run_cancel(run_id)
-        run = cancelled or app.store.get_run(run_id)
+        cancelled = app.request_run_cancel(run_id)
+        run = cancelled or app.get_run(run_id).run
     emit(
         {"changed": cancelled is not None, "run": run_json(run)},
         output,
@@ -386,7 +386,7 @@ def runs_answer(database: str, output: str | None, run_id: str, values: dict[str
     installed (exit 2 with every problem, nothing stored); the run checks it again.
     """
     with open_app(database) as app, refusals():
-        run = app.store.get_run(run_id)
+        run = app.get_run(run_id).run
         if run.status.value == "waiting_input":
             problems = _schema_problems(app, run_id, values)
             if problems:
@@ -403,7 +403,7 @@ old_name(runs, "resume", runs_answer)
 
 
 def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict[str, str]]:
-    interrupts = app.store.run_interrupts(run_id)
+    interrupts = {i.key: i for i in app.get_run(run_id).interrupts}
     try:
         return answer_problems(interrupts, values)
     except ImportError:  # no jsonschema (server extra): the run checks its answers itself

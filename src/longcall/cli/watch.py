@@ -1,6 +1,6 @@
-"""Following jobs as they change by polling the store: ``longcall jobs watch``, and the demo.
+"""Following jobs as they change by polling the database: ``longcall jobs watch``.
 
-Polling needs nothing but the store, so it works the same on SQLite and PostgreSQL, with or
+Polling needs nothing but the database, so it works the same on SQLite and PostgreSQL, with or
 without a server running. Each :meth:`look` returns what changed since the previous look (the
 first look returns everything there is); the caller decides how often to look. The followers
 only read.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from longcall.app import App
 from longcall.core.jobs import Delivery, Job, JobEvent, JobState
 from longcall.errors import JobNotFound
-from longcall.store import Store
 
 # Deliveries after which nothing more will reach the agent's session.
 SETTLED = frozenset({Delivery.DELIVERED, Delivery.FAILED, Delivery.ORPHANED})
@@ -38,8 +38,8 @@ def done(job: Job, *, until: str = "delivered") -> bool:
 class JobFollower:
     """One job: each new entry of its log, then its row whenever state or delivery changed."""
 
-    def __init__(self, store: Store, job_id: str) -> None:
-        self.store = store
+    def __init__(self, app: App, job_id: str) -> None:
+        self.app = app
         self.job_id = job_id
         self.after = 0
         self._last: tuple[JobState, Delivery] | None = None
@@ -47,8 +47,8 @@ class JobFollower:
     def look(self) -> list[Seen]:
         """What is new; raises :class:`~longcall.errors.JobNotFound` for an unknown job."""
         # The log first: the row read after it is at least as new as the entries it shows.
-        events = self.store.job_events(self.job_id, after=self.after)
-        job = self.store.get_job(self.job_id)
+        events = self.app.job_events(self.job_id, after=self.after)
+        job = self.app.get_job(self.job_id)
         seen = [Seen(job, event) for event in events]
         if events:
             self.after = events[-1].seq
@@ -65,19 +65,19 @@ class JobsFollower:
     with its new row, then no longer followed.
     """
 
-    def __init__(self, store: Store, *, limit: int = 50, **filters: Any) -> None:
-        self.store = store
+    def __init__(self, app: App, *, limit: int = 50, **filters: Any) -> None:
+        self.app = app
         self.limit = limit
         self.filters = filters
         self._updated: dict[str, float] = {}
 
     def look(self) -> list[Seen]:
-        jobs = self.store.list_jobs(limit=self.limit, **self.filters)
+        jobs = self.app.list_jobs(limit=self.limit, **self.filters)
         current = {job.job_id: job.updated_at for job in jobs}
         changed = [job for job in jobs if self._updated.get(job.job_id) != job.updated_at]
         for job_id in self._updated.keys() - current.keys():
             try:
-                left = self.store.get_job(job_id)
+                left = self.app.get_job(job_id)
             except JobNotFound:
                 continue
             if left.updated_at != self._updated[job_id]:

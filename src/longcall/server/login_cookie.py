@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
-from longcall.core.logins import Login
+from longcall.core.access import Login
 from longcall.errors import StoreError
 from longcall.server.errors import error
 

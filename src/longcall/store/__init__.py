@@ -7,8 +7,9 @@ from urllib.parse import parse_qsl, urlsplit
 from longcall.core.clock import Clock
 from longcall.errors import ConfigError
 from longcall.store.base import NewJob, OutboxItem, Store
+from longcall.store.queries import latest_version
 
-__all__ = ["NewJob", "OutboxItem", "Store", "open_store"]
+__all__ = ["NewJob", "OutboxItem", "Store", "latest_version", "open_store"]
 
 
 def open_store(url: str, clock: Clock) -> Store:

@@ -45,17 +45,16 @@ from longcall.store.core import (
     loads,
 )
 from longcall.store.cron import CronOps
-from longcall.store.hooks import HookOps, HookSecret
+from longcall.store.hooks import HookOps
 from longcall.store.logins import LoginOps
 from longcall.store.runs import RunOps
 from longcall.store.sessions import SessionOps
-from longcall.store.tokens import TokenInfo, TokenOps
+from longcall.store.tokens import TokenOps
 from longcall.store.workers import WorkerOps
 
 __all__ = [
     "INGEST_KINDS",
     "NOTIFY_CHANNEL",
-    "HookSecret",
     "Ingested",
     "NewJob",
     "OutboxItem",
@@ -63,7 +62,6 @@ __all__ = [
     "Store",
     "StoreCore",
     "T",
-    "TokenInfo",
     "Tx",
     "dumps",
     "job_from_row",

@@ -8,18 +8,10 @@ clear), so the database deserves the care the secrets do.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
+from longcall.core.access import HookSecret
 from longcall.core.webhook_secrets import check_secret
 from longcall.store.core import StoreCore, Tx
-
-
-@dataclass(frozen=True, slots=True)
-class HookSecret:
-    source: str
-    secret_id: str
-    secret: str
-    created_at: float
 
 
 class HookOps(StoreCore):

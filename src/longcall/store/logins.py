@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 
-from longcall.core.logins import Login
+from longcall.core.access import Login
 from longcall.store.core import Row, StoreCore, Tx
 from longcall.store.tokens import digest
 

@@ -9,18 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
 
+from longcall.core.access import TokenInfo
 from longcall.store.core import StoreCore, Tx
-
-
-@dataclass(frozen=True, slots=True)
-class TokenInfo:
-    token_id: str
-    user_id: str | None
-    admin: bool
-    created_at: float
-    revoked_at: float | None = None
 
 
 def digest(token: str) -> str:

@@ -7,6 +7,7 @@ that was in flight when a process died runs again.
 """
 
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.workflows.answers import answer_problems, key_number
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
 from longcall.workflows.runs import RunDetails, Workflow, Workflows
 from longcall.workflows.state import (
@@ -50,4 +51,6 @@ __all__ = [
     "Transient",
     "Workflow",
     "Workflows",
+    "answer_problems",
+    "key_number",
 ]
