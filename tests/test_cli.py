@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import longcall
 import sample_agent
-from longcall.cli.demo_cast import EMEA
+from longcall.cli._demo_cast import EMEA
 from longcall.cli.main import main
 from longcall.core.clock import SystemClock
 from longcall.core.jobs import job_id_for

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 import longcall
 import sample_agent
-from longcall.cli.doctor import mask_url
+from longcall.cli._doctor import mask_url
 from longcall.cli.main import main
 from longcall.core.clock import SystemClock
 from longcall.store.queries import latest_version, migrations

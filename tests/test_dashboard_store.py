@@ -14,8 +14,8 @@ import pytest
 import longcall
 from longcall import CallIds, FakeClock, Job
 from longcall.store import NewJob, Store
+from longcall.store._workers import KEEP_DEAD
 from longcall.store.core import contains_pattern
-from longcall.store.workers import KEEP_DEAD
 
 
 def create(store: Store, job_id: str, args: dict[str, Any] | None = None, **ids: str) -> Job:

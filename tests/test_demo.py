@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import longcall
-from longcall.cli.demo_cast import APAC, EMEA
+from longcall.cli._demo_cast import APAC, EMEA
 from longcall.cli.main import main
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")

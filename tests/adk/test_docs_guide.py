@@ -76,9 +76,7 @@ def test_guide_adk_example_runs_and_resumes(
 
 def guide_agent_module() -> str:
     """The agents-folder module of the google-adk guide."""
-    match = re.search(
-        r"<!-- docs-adk-agent:.*?-->\s*```python\n(.*?)```", GUIDE.read_text(), re.S
-    )
+    match = re.search(r"<!-- docs-adk-agent:.*?-->\s*```python\n(.*?)```", GUIDE.read_text(), re.S)
     assert match, "the google-adk guide lost its agents-folder example"
     return match.group(1)
 

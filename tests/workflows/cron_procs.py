@@ -2,7 +2,7 @@
 
 Run by path: ``python tests/workflows/cron_procs.py --url URL --seconds N``. It builds an
 :class:`~longcall.App` on ``URL`` (the system clock), runs a
-:class:`~longcall.cron.scheduler.Scheduler` for ``N`` seconds, and prints one JSON line:
+:class:`~longcall.cron._scheduler.Scheduler` for ``N`` seconds, and prints one JSON line:
 ``{"claimed": <occurrences this process claimed>, "pid": <pid>}``.
 """
 

@@ -16,7 +16,7 @@ import pytest
 
 from longcall import App, RunStatus, TaskContext
 from longcall.store.runs import Checkpoint
-from longcall.workflows.checkpoints import LateCheckpoints
+from longcall.workflows._checkpoints import LateCheckpoints
 
 from .test_background import drain
 

@@ -13,7 +13,7 @@ import pytest
 from longcall import App, RunStatus
 from longcall.core.runs import Run
 from longcall.store.runs import Checkpoint, Held, NextClaim
-from longcall.workflows.leases import Heartbeat
+from longcall.workflows._leases import Heartbeat
 
 LEASE = 0.3  # a beat every 0.1 s
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from longcall import App, RunStatus
-from longcall.store.pg_listen import Listener, Watch
+from longcall.store._pg_listen import Listener, Watch
 from longcall.store.runs import RUNS_CHANNEL
 
 from .bg_procs import watch_locks

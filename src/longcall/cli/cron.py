@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import click
 
-from longcall.cli.support import (
+from longcall.cli._support import (
     EXIT_CONFLICT,
     EXIT_DATABASE,
     EXIT_NOT_FOUND,
@@ -220,7 +220,7 @@ def _add_checked(
     import pydantic
 
     from longcall.app import App
-    from longcall.cli.support import load_object as _load
+    from longcall.cli._support import load_object as _load
     from longcall.cron import parse
 
     app = _load(app_spec, "--app")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from longcall.cli.support import (
+from longcall.cli._support import (
     EXIT_CHECK_FAILED,
     EXIT_CONFLICT,
     database_option,
@@ -312,7 +312,7 @@ def jobs_watch(
     """
     import time
 
-    from longcall.cli.watch import JobFollower, JobsFollower, Seen, done
+    from longcall.cli._watch import JobFollower, JobsFollower, Seen, done
     from longcall.core.jobs import Delivery, JobState
 
     if job_id and (state or tool_name or session_id):

@@ -1,5 +1,5 @@
 """The ``longcall`` command; ``longcall jobs`` lives in :mod:`longcall.cli.jobs`, what the
-commands share (exit codes, options, opening the App) in :mod:`longcall.cli.support`."""
+commands share (exit codes, options, opening the App) in :mod:`longcall.cli._support`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from longcall.cli.cron import cron
-from longcall.cli.jobs import jobs
-from longcall.cli.runs import runs
-from longcall.cli.support import (
+from longcall.cli._support import (
     EXIT_CHECK_FAILED,
     EXIT_CODES,
     EXIT_DATABASE,
@@ -32,6 +29,9 @@ from longcall.cli.support import (
     open_app,
     output_option,
 )
+from longcall.cli.cron import cron
+from longcall.cli.jobs import jobs
+from longcall.cli.runs import runs
 from longcall.errors import ConfigError, LongcallError, StoreError
 from longcall.shapes import iso
 
@@ -90,11 +90,11 @@ def demo(database: str | None, adk: bool, in_process: bool, serve: bool, port: i
         except ImportError as exc:
             raise click.UsageError(str(exc)) from exc
     if in_process:
-        from longcall.cli.demo import run_demo
+        from longcall.cli._demo import run_demo
 
         sys.exit(run_demo(database, adk=adk))
     try:
-        from longcall.cli.demo_service import run_service_demo
+        from longcall.cli._demo_service import run_service_demo
     except ImportError:
         click.echo(
             "error: longcall demo runs a server, which needs the server extra: "
@@ -116,7 +116,7 @@ def doctor(database: str, output: str | None) -> None:
     """
     import os
 
-    from longcall.cli.doctor import diagnose
+    from longcall.cli._doctor import diagnose
 
     source = click.get_current_context().get_parameter_source("database")
     origin = "the default"

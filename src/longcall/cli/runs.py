@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from longcall.cli.support import (
+from longcall.cli._support import (
     EXIT_CHECK_FAILED,
     EXIT_CONFLICT,
     EXIT_DATABASE,
@@ -119,7 +119,7 @@ def runs_submit(
     import pydantic
 
     from longcall.app import App
-    from longcall.cli.support import load_object as _load
+    from longcall.cli._support import load_object as _load
 
     value = json_arg(input_text, "--input")
     app = _load(app_spec, "--app")

@@ -40,9 +40,9 @@ restarts the schedule from the next occurrence after the change.
 """
 
 from longcall.core.cron import ConcurrencyPolicy, Cron, CronFire, FireOutcome, MisfirePolicy
-from longcall.cron.crons import Crons
-from longcall.cron.schedule import ALIASES, MAX_CATCH_UP, CronSchedule, parse, preview
-from longcall.cron.scheduler import Scheduler
+from longcall.cron._crons import Crons
+from longcall.cron._schedule import ALIASES, MAX_CATCH_UP, CronSchedule, parse, preview
+from longcall.cron._scheduler import Scheduler
 from longcall.errors import CronConflict, CronNotFound, CronValidationError
 
 __all__ = [

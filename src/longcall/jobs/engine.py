@@ -17,7 +17,7 @@ from typing import Any
 from longcall.core.backoff import exponential_ceiling
 from longcall.core.jobs import Job, SessionKey
 from longcall.errors import ConfigError
-from longcall.jobs.joins import Joins
+from longcall.jobs._joins import Joins
 from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.runtime import Runtime, new_holder_id
 

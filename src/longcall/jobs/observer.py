@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from longcall.agents import AgentEvent
 from longcall.core.jobs import CallIds
 from longcall.errors import AttachConflict, JobNotFound
-from longcall.jobs.joins import Joins
+from longcall.jobs._joins import Joins
 
 log = logging.getLogger("longcall.agents")
 

@@ -32,7 +32,7 @@ import pydantic_core
 
 from longcall.core.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.errors import ConfigError, ToolArgumentsError
-from longcall.jobs.joins import Joins
+from longcall.jobs._joins import Joins
 from longcall.runtime import Runtime
 from longcall.store.base import NewJob
 

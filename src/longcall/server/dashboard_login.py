@@ -4,7 +4,7 @@
 from the address (proxies and histories keep addresses), and a POST that the browser says
 comes from another origin is refused before the token is read, so no other page can log a
 browser in under its own token. A good token makes a server-side login
-(:mod:`longcall.store.logins`) whose random id, not the token, goes in the cookie; ``POST
+(:mod:`longcall.store._logins`) whose random id, not the token, goes in the cookie; ``POST
 /logout`` (with the page's CSRF token) deletes it, so the cookie is worthless afterwards.
 """
 

@@ -34,6 +34,11 @@ from longcall.errors import (
     StoreError,
 )
 from longcall.store import queries as sql
+from longcall.store._hooks import HookOps
+from longcall.store._logins import LoginOps
+from longcall.store._sessions import SessionOps
+from longcall.store._tokens import TokenOps
+from longcall.store._workers import WorkerOps
 from longcall.store.core import (
     NOTIFY_CHANNEL,
     Row,
@@ -45,12 +50,7 @@ from longcall.store.core import (
     loads,
 )
 from longcall.store.cron import CronOps
-from longcall.store.hooks import HookOps
-from longcall.store.logins import LoginOps
 from longcall.store.runs import RunOps
-from longcall.store.sessions import SessionOps
-from longcall.store.tokens import TokenOps
-from longcall.store.workers import WorkerOps
 
 __all__ = [
     "INGEST_KINDS",

@@ -1,7 +1,7 @@
 """Cron schedules in the store: the schedule row, its claimed occurrences, the runs it starts.
 
 The store decides nothing about time: which occurrences are due and when the next one comes
-are computed by :mod:`longcall.cron.scheduler` and handed in (``next_fire_at`` on create and
+are computed by :mod:`longcall.cron._scheduler` and handed in (``next_fire_at`` on create and
 edit, a :class:`FirePlan` per due schedule when firing). What the store guarantees is
 once-only: an occurrence is claimed by inserting ``(cron_id, fire_at)`` into
 ``lc_cron_fires``, and only the transaction whose insert went in acts on it, so any number of
@@ -113,7 +113,7 @@ def _columns(cron: Cron) -> dict[str, Any]:
 class CronOps(StoreCore):
     """Cron schedules and their claimed occurrences; part of :class:`~longcall.store.Store`.
 
-    Nothing here validates an expression or a time zone: :mod:`longcall.cron.scheduler`
+    Nothing here validates an expression or a time zone: :mod:`longcall.cron._scheduler`
     does, and computes every fire time.
     """
 

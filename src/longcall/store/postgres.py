@@ -42,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 # After the check above: it needs psycopg.
-from longcall.store.pg_listen import Listener, Watch
+from longcall.store._pg_listen import Listener, Watch
 
 log = logging.getLogger("longcall.store")
 T = TypeVar("T")
@@ -347,7 +347,7 @@ class PostgresStore(Store):
 
     def watch(self, channel: str) -> Watch:
         """A dedicated connection that listens on ``channel`` while it holds the one watch
-        that all processes on this database share (see :mod:`longcall.store.pg_listen`)."""
+        that all processes on this database share (see :mod:`longcall.store._pg_listen`)."""
         return Watch(self.conninfo, channel)
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ from longcall.core.runs import Interrupt, Run, Step
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint
-from longcall.workflows.checkpoints import LateCheckpoints
+from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")

@@ -4,7 +4,7 @@ Any number of worker processes share one store. A worker claims runs with a leas
 execution renews; a worker that dies (SIGKILL, a lost host) stops renewing, and once the lease
 has run out another worker claims the run and resumes it from its checkpoints. Wake-ups come
 from commits in this process and, on PostgreSQL, from ``NOTIFY`` to the one worker with room
-that holds the watch (:mod:`longcall.store.pg_listen`), not to all of them; a worker's slot
+that holds the watch (:mod:`longcall.store._pg_listen`), not to all of them; a worker's slot
 that frees claims the next run as its run ends; polling covers the rest. A slot executing a
 sync run executes the next one its end claims in the same thread (a chain), so a backlog
 drains without a trip through the event loop for every run. A notification is taken up the

@@ -30,8 +30,9 @@ from longcall.errors import (
 )
 from longcall.runtime import Runtime
 from longcall.store.runs import CANCELLED, Checkpoint, Held, NextClaim
+from longcall.workflows._checkpoints import LateCheckpoints
+from longcall.workflows._leases import Heartbeat
 from longcall.workflows.answers import check_answers, key_number
-from longcall.workflows.checkpoints import LateCheckpoints
 from longcall.workflows.engine import (
     Cancelled,
     Execution,
@@ -45,7 +46,6 @@ from longcall.workflows.engine import (
     run_body,
     run_body_async,
 )
-from longcall.workflows.leases import Heartbeat
 from longcall.workflows.state import Reducer, State, StateSchemaValidator
 
 log = logging.getLogger("longcall.workflows")

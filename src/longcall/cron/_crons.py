@@ -16,8 +16,8 @@ import pydantic
 
 from longcall.core.cron import ConcurrencyPolicy, Cron, CronFire, MisfirePolicy
 from longcall.core.deprecation import deprecated
-from longcall.cron.schedule import MAX_CATCH_UP, parse, preview
-from longcall.cron.scheduler import Scheduler
+from longcall.cron._schedule import MAX_CATCH_UP, parse, preview
+from longcall.cron._scheduler import Scheduler
 from longcall.errors import (
     CronValidationError,
     WorkflowNotFound,

@@ -23,7 +23,7 @@ from longcall.adk.runner import AdkAgentRunner, to_agent_event
 from longcall.adk.tool import long_running_tool
 from longcall.agents import AgentEvent, AgentRunner
 from longcall.app import App
-from longcall.cli.demo_cast import RULES, SESSION, USER, ReportTool
+from longcall.cli._demo_cast import RULES, SESSION, USER, ReportTool
 
 APP_NAME = "longcall-demo"
 INSTRUCTION = (

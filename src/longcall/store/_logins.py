@@ -11,8 +11,8 @@ from __future__ import annotations
 import secrets
 
 from longcall.core.access import Login
+from longcall.store._tokens import digest
 from longcall.store.core import Row, StoreCore, Tx
-from longcall.store.tokens import digest
 
 
 class LoginOps(StoreCore):

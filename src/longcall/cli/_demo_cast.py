@@ -1,7 +1,7 @@
 """Who plays in the demo: Ana, her session, her report jobs, and the scripted conversation.
 
-Shared by the story (:mod:`longcall.cli.demo`), its google-adk cast
-(:mod:`longcall.cli.demo_adk`) and the live service demo.
+Shared by the story (:mod:`longcall.cli._demo`), its google-adk cast
+(:mod:`longcall.cli._demo_adk`) and the live service demo.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def open_app(database: str, *, migrate: bool = False) -> Iterator[Any]:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_DATABASE)
     except StoreError as exc:
-        from longcall.cli.doctor import mask_url
+        from longcall.cli._doctor import mask_url
 
         click.echo(f"error: cannot use the database {mask_url(database)!r}: {exc}", err=True)
         sys.exit(EXIT_DATABASE)

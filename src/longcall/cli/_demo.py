@@ -23,7 +23,7 @@ from rich.console import Console
 from longcall import JobHandle
 from longcall.agents import AgentEvent
 from longcall.app import App
-from longcall.cli.demo_cast import (
+from longcall.cli._demo_cast import (
     APAC,
     EMEA,
     START,
@@ -204,7 +204,7 @@ def run_demo(
     conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation
     agent_name = "the scripted agent"
     if adk:
-        from longcall.cli.demo_adk import AdkConversation, model_name
+        from longcall.cli._demo_adk import AdkConversation, model_name
 
         conversation = AdkConversation
         agent_name = f"google-adk with {model_name()}"

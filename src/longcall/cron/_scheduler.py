@@ -8,7 +8,7 @@ import logging
 import math
 
 from longcall.core.cron import Cron, CronFire, MisfirePolicy
-from longcall.cron.schedule import parse
+from longcall.cron._schedule import parse
 from longcall.runtime import Runtime
 from longcall.store.cron import FirePlan
 

@@ -36,8 +36,8 @@ from rich.console import Console
 from longcall import JobHandle
 from longcall.agents import AgentEvent, FunctionResponse
 from longcall.app import App
-from longcall.cli.demo import Timeline
-from longcall.cli.demo_cast import (
+from longcall.cli._demo import Timeline
+from longcall.cli._demo_cast import (
     APAC,
     EMEA,
     SESSION,
@@ -436,13 +436,13 @@ def run_service_demo(
     ``database`` defaults to a SQLite file in a temporary directory; it must not hold the
     demo's jobs already. With ``serve`` the server, dashboard and worker keep running after
     the demo until SIGINT or SIGTERM. With ``adk`` the agent is google-adk's Runner (see
-    :mod:`longcall.cli.demo_adk`). 2 is the status for a database or port the demo cannot use.
+    :mod:`longcall.cli._demo_adk`). 2 is the status for a database or port the demo cannot use.
     """
     console = console or Console()
     conversation: Callable[[App, ReportTool], Conversation] = ScriptedConversation
     agent_name = "the scripted agent"
     if adk:
-        from longcall.cli.demo_adk import AdkConversation, model_name
+        from longcall.cli._demo_adk import AdkConversation, model_name
 
         conversation = AdkConversation
         agent_name = f"google-adk with {model_name()}"
