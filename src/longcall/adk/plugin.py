@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events.event import Event
@@ -108,43 +108,21 @@ class LongcallPlugin(BasePlugin):
         if releasing is not None and releasing.get_loop() is asyncio.get_running_loop():
             await asyncio.wait({releasing})  # the session's last turn here is giving it back
         holder = new_holder_id("adk-turn")
-        waited, delay = 0.0, 0.005
-        while (outcome := await self._try_take(held.session, holder, answers)) is None:
-            if waited >= self.wait_limit:
-                log.warning(
-                    "session %s stayed busy for %.0fs; running anyway", held.session, waited
-                )
-                return
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 0.25)
-        if outcome == "taken":
+        taken = await self.app.jobs.turns.take(
+            held.session, holder, answers=answers, wait_limit=self.wait_limit
+        )
+        if taken.outcome is None:
+            log.warning(
+                "session %s stayed busy for %.0fs; running anyway", held.session, taken.waited
+            )
+            return
+        if taken.outcome == "taken":
             held.holder = holder
             self._watch_owner(id(ic), held)
             self._keep_renewing()
         # else joined: the deliverer holds the lease, renews and releases it.
-        if waited:
+        if taken.waited:
             await self._refresh(ic)
-
-    async def _try_take(
-        self, session: SessionKey, holder: str, answers: frozenset[str]
-    ) -> Literal["taken", "joined"] | None:
-        """One try, one store call: "taken" (the lease is ``holder``'s now), "joined" (the run
-        is the delivery holding it), or None (busy)."""
-        app = self.app
-        if not answers:
-            taken = await app.in_thread(
-                app.store.take_session, session, holder, kind="turn", ttl=app.session_lease
-            )
-            return "taken" if taken else None
-        return await app.in_thread(
-            app.store.take_or_join_session,
-            session,
-            holder,
-            kind="turn",
-            ttl=app.session_lease,
-            answers=answers,
-        )
 
     async def _refresh(self, ic: InvocationContext) -> None:
         """Reload the session ADK loaded before the wait, so its next append is not stale."""
@@ -196,17 +174,14 @@ class LongcallPlugin(BasePlugin):
 
     async def _renew(self, held: list[_Held]) -> None:
         try:
-            kept = await self.app.in_thread(self._renew_all, held)
+            leases = [(h.session, h.holder) for h in held]
+            kept = await self.app.in_thread(self.app.jobs.turns.renew, leases)
         except Exception:
             log.exception("could not renew longcall session leases")
             return
         for h, ok in zip(held, kept, strict=True):
             if not ok:
                 log.error("a user turn on session %s outlived its lease", h.session)
-
-    def _renew_all(self, held: list[_Held]) -> list[bool]:
-        store, ttl = self.app.store, self.app.session_lease
-        return [store.renew_session(h.session, h.holder, ttl=ttl) for h in held]
 
     async def on_event_callback(
         self, *, invocation_context: InvocationContext, event: Event
@@ -240,7 +215,7 @@ class LongcallPlugin(BasePlugin):
 
     def _release_soon(self, held: _Held) -> None:
         """Start giving the lease back; the run ends without waiting for the commit."""
-        future = self.app.start_in_thread(self.app.store.release_session, held.session, held.holder)
+        future = self.app.start_in_thread(self.app.jobs.turns.release, held.session, held.holder)
         self._releasing[held.session] = future
 
         def released(done: asyncio.Future[None]) -> None:

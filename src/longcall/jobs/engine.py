@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from longcall.core.backoff import exponential_ceiling
 from longcall.core.jobs import Job, SessionKey
 from longcall.errors import ConfigError
 from longcall.jobs._joins import Joins
 from longcall.jobs.tools import JobHandle, LongRunningTool
+from longcall.jobs.turns import SessionTurns
 from longcall.runtime import Runtime, new_holder_id
 
 log = logging.getLogger("longcall")
@@ -30,6 +29,7 @@ class Jobs:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.joins = Joins(runtime)
+        self.turns = SessionTurns(runtime)
         # By name: the dispatcher finds a queued job's body here.
         self.tools: dict[str, LongRunningTool] = {}
         # Called as (outcome, job) for each delivery the deliverer makes: "delivered",
@@ -70,12 +70,7 @@ class Jobs:
         holder. See :meth:`longcall.App.session_turn`."""
         runtime = self.runtime
         holder = new_holder_id(kind)
-        for attempt in itertools.count(1):
-            if await runtime.in_thread(
-                runtime.store.take_session, session, holder, kind=kind, ttl=runtime.session_lease
-            ):
-                break
-            await asyncio.sleep(exponential_ceiling(attempt, base=0.005, cap=0.25))
+        await self.turns.take(session, holder, kind=kind)
         renewer = asyncio.create_task(self._renew_session(session, holder, kind))
         try:
             yield holder
@@ -83,16 +78,14 @@ class Jobs:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-            await runtime.in_thread(runtime.store.release_session, session, holder)
+            await runtime.in_thread(self.turns.release, session, holder)
 
     async def _renew_session(self, session: SessionKey, holder: str, kind: str) -> None:
         runtime = self.runtime
         while True:
             await asyncio.sleep(runtime.session_lease / 3)
             try:
-                kept = await runtime.in_thread(
-                    runtime.store.renew_session, session, holder, ttl=runtime.session_lease
-                )
+                [kept] = await runtime.in_thread(self.turns.renew, [(session, holder)])
             except Exception:
                 log.exception("could not renew the lease on session %s", session)
                 continue
