@@ -44,6 +44,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -533,6 +534,28 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: flo
         if time.monotonic() > give_up:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(step)
+
+
+def free_port() -> int:
+    """A port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_healthy(base: str, seconds: float = 20) -> None:
+    """Poll a longcall server's /healthz until it answers 200."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "longcall serve did not come up"
+        time.sleep(0.05)
 
 
 def sql_rows(url: str, query: str) -> list[tuple[Any, ...]]:

@@ -13,15 +13,15 @@ import queue
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from procs import free_port, wait_until_healthy
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 BIN = Path(sys.executable).parent
@@ -118,28 +118,6 @@ def cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProce
     return subprocess.run(
         [LONGCALL, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=WAIT
     )
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_healthy(base: str) -> None:
-    """Poll /healthz until the server answers 200."""
-    import httpx
-
-    deadline = time.monotonic() + WAIT
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "longcall serve did not come up"
-        time.sleep(0.05)
 
 
 def printed_command(line: str, label: str) -> list[str]:
@@ -253,7 +231,7 @@ def test_node_webhook_sender_completes_a_job_through_longcall_serve(
         stderr=subprocess.DEVNULL,
     )
     try:
-        wait_until_healthy(base)
+        wait_until_healthy(base, WAIT)
         auth = {"Authorization": f"Bearer {token}"}
         made = httpx.post(
             f"{base}/v1/jobs", headers=auth, json={"toolName": "report", "jobId": "report-1"}

@@ -4,7 +4,6 @@ an agents folder, a free port, a child process, polling, and reading a session's
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -61,12 +60,6 @@ def write_agents(
         (agents / name / "__init__.py").write_text("from . import agent\n")
         (agents / name / "agent.py").write_text(textwrap.dedent(agent_py))
     return agents
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(what: str, check: Callable[[], Any], seconds: float = 30) -> Any:

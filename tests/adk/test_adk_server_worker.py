@@ -24,11 +24,12 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import httpx
 
 import longcall
-from adk.servers import APP_NAME, BIN, USER, free_port, model_texts, process, wait_for, write_agents
+from adk.servers import APP_NAME, BIN, USER, model_texts, process, wait_for, write_agents
 from longcall.adk import AdkAgentRunner, LongcallPlugin
 from longcall.adk.server_apps import adk_workers, build_server_apps
 from longcall.cli.main import main
 from longcall.webhooks import new_secret, sign
+from procs import free_port
 
 
 def test_adk_api_server_and_longcall_worker_resume_run_and_run_sse_turns(

@@ -19,8 +19,9 @@ pytest.importorskip("google.adk", reason="the adk extra is not installed")
 import httpx
 
 import longcall
-from adk.servers import APP_NAME, BIN, free_port, process, wait_for, write_agents
+from adk.servers import APP_NAME, BIN, process, wait_for, write_agents
 from longcall import Delivery
+from procs import free_port
 
 ADK_WEB_USER = "user"  # the dev UI's user id unless the address names another
 

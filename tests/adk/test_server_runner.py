@@ -29,7 +29,7 @@ from google.adk.sessions import InMemorySessionService
 from google.genai import types
 
 import longcall
-from adk.servers import APP_NAME, BIN, USER, free_port, model_texts, process, wait_for, write_agents
+from adk.servers import APP_NAME, BIN, USER, model_texts, process, wait_for, write_agents
 from longcall import CallIds, Delivery, JobState
 from longcall.adk import AdkServerRunner, LongcallPlugin, ScriptedLlm, long_running_tool
 from longcall.adk.plugin import answers_of
@@ -37,6 +37,7 @@ from longcall.agents import Message
 from longcall.errors import AgentError
 from longcall.store import NewJob
 from longcall.worker import Worker
+from procs import free_port
 
 # The report agent, whose model takes RESUME_SECONDS to answer a finished report in a session
 # named slow-*: long enough for a user turn to arrive while the resume runs.

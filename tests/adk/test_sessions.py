@@ -17,7 +17,6 @@ import inspect
 import json
 import logging
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +48,7 @@ from longcall.agents import FunctionResponse, Message  # noqa: E402
 from longcall.core.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
 from longcall.errors import StoreUnavailable  # noqa: E402
 from longcall.jobs.delivery import response_of  # noqa: E402
+from procs import free_port  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 try:
@@ -814,13 +814,6 @@ root_agent = LlmAgent(
     tools=[long_running_tool(app, export_data, key="export:{session_id}:{export_type}")],
 )
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def http(method: str, url: str, body: Any = None) -> Any:

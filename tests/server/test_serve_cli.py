@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,29 +16,10 @@ from click.testing import CliRunner
 import longcall
 import sample_agent
 from longcall.cli.main import main
+from procs import free_port, wait_until_healthy
 
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 import httpx
-
-
-def free_port() -> int:
-    """A port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_healthy(base: str, seconds: float = 20) -> None:
-    """Poll /healthz until the server answers 200."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "longcall serve did not come up"
-        time.sleep(0.05)
 
 
 def test_serve_takes_a_delivery_signed_by_hooks_sign_and_stops_on_sigterm(tmp_path: Path) -> None:
