@@ -27,6 +27,7 @@ from longcall.core.jobs import (
     JobEvent,
     JobState,
     SessionKey,
+    job_id_for,
     parse_duration,
 )
 from longcall.core.runs import Run, RunEvent, RunStatus
@@ -36,9 +37,10 @@ from longcall.jobs.engine import Jobs
 from longcall.jobs.observer import CallObserver
 from longcall.jobs.sweeper import Sweeper
 from longcall.jobs.tools import JobHandle, LongRunningTool
+from longcall.monitor import Monitor
 from longcall.runtime import Runtime
 from longcall.store import Store, open_store
-from longcall.store.base import Ingested
+from longcall.store.base import Ingested, NewJob
 from longcall.worker import Worker
 from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
 from longcall.workflows.run_worker import RunWorker
@@ -123,6 +125,8 @@ class App:
         self.crons = Crons(self.runtime, self.workflows)
         # API tokens, dashboard logins and webhook secrets.
         self.access = Access(self.runtime)
+        # What dashboards, metrics and health checks read.
+        self.monitor = Monitor(self.runtime)
 
     # -- the runtime's parts, read through (the engines hold the runtime) ---------------
 
@@ -180,6 +184,15 @@ class App:
         """Start a blocking call on the app's thread pool, from any thread, without waiting
         for it (RuntimeError once the app is closed)."""
         self.runtime.call_in_thread(func, *args, **kwargs)
+
+    def stop_retries(self) -> None:
+        """End the store's retry loops at their next pause, and refuse new ones: a process
+        shutting down does not wait out a database outage (a server's shutdown calls it)."""
+        self.runtime.store.retries.stop()
+
+    def allow_retries(self) -> None:
+        """Let the store retry again after :meth:`stop_retries` (a server started again)."""
+        self.runtime.store.retries.restart()
 
     def close(self) -> None:
         self.runtime.close()
@@ -344,6 +357,57 @@ class App:
             payload=payload,
             notify=notify_model,
             throttle=self.progress_throttle,
+        )
+
+    def create_job(
+        self,
+        tool_name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        job_id: str | None = None,
+        ids: CallIds | None = None,
+        deadline: str | float | None = None,
+    ) -> tuple[Job, bool]:
+        """Record a job whose work runs outside Python (``POST /v1/jobs``); the agent hears its
+        result as it hears a long-running tool's. Returns the job and whether this call made it.
+
+        ``key`` names it in its user's namespace, as a tool's key does
+        (:func:`~longcall.job_id_for`); ``job_id`` names the stored id in full; with neither it
+        gets a fresh id. The same key or id finds the job made before. A tool of that name
+        registered here with ``on_cancel`` has the hook called when the job is cancelled or
+        expires. :class:`~longcall.errors.AttachConflict` when the call already has a job.
+        """
+        self.refuse_in_loop("create_job")
+        ids = ids or CallIds()
+        legacy_id = None
+        if job_id is None and key is not None:
+            job_id, legacy_id = job_id_for(key, ids.user_id), key
+        tool = self.tools.get(tool_name)
+        new = NewJob(
+            job_id or f"job-{uuid.uuid4().hex}",
+            tool_name,
+            dict(args or {}),
+            ids,
+            None if deadline is None else parse_duration(deadline),
+            cancel_hook=tool is not None and tool.on_cancel is not None,
+            legacy_id=legacy_id,
+        )
+        # No body to submit: the work is already under way elsewhere.
+        return self.store.create_job(new, holder=self.holder, dispatch_lease=0, dispatch=False)
+
+    async def create_job_async(
+        self,
+        tool_name: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        job_id: str | None = None,
+        ids: CallIds | None = None,
+        deadline: str | float | None = None,
+    ) -> tuple[Job, bool]:
+        return await self.in_thread(
+            self.create_job, tool_name, args, key=key, job_id=job_id, ids=ids, deadline=deadline
         )
 
     def attach(self, job_id: str, ids: CallIds) -> Job:
