@@ -29,7 +29,7 @@ import httpx
 
 from longcall.server import runner
 from longcall.server.app import Settings
-from longcall.server.login_cookie import LOGIN_COOKIE
+from longcall.server.dashboard.login_cookie import LOGIN_COOKIE
 
 IN_CI = os.environ.get("CI") == "true"
 

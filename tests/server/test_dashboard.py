@@ -21,7 +21,7 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import httpx
 
 from longcall import job_id_for
-from longcall.server.login_cookie import LOGIN_COOKIE
+from longcall.server.dashboard.login_cookie import LOGIN_COOKIE
 from server.conftest import Served, logged_in
 
 MARKUP_ID = "<script>alert('id')</script>"
@@ -102,8 +102,9 @@ def test_job_data_is_escaped_on_both_pages(served: Served) -> None:
         assert html.escape(MARKUP_ID) in page.text
     static = re.findall(r"<script[^>]*>", served.page("/").text)
     assert static == [
+        '<script src="/static/vendor/htmx-2.0.11.min.js" defer>',
+        '<script src="/static/vendor/htmx-ext-sse-2.2.4.min.js" defer>',
         '<script src="/static/dashboard.js" defer>',
-        '<script src="/static/dashboard_runs.js" defer>',
     ]
 
 

@@ -25,7 +25,7 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import httpx
 
 from longcall.server.app import create_app
-from longcall.server.login_cookie import LOGIN_COOKIE, csrf_token
+from longcall.server.dashboard.login_cookie import LOGIN_COOKIE, csrf_token
 from server.conftest import Served, browser_login, live_server
 
 EVIL = "https://evil.example"

@@ -19,7 +19,7 @@ from longcall import CallIds, Delivery, JobState
 pytest.importorskip("longcall.server", reason="the server extra is not installed")
 
 from longcall import job_id_for
-from longcall.server.dashboard_runs import answer_fields, answer_form
+from longcall.server.dashboard.answers import answer_fields, answer_form
 from longcall.store import NewJob
 from server.conftest import Served, logged_in
 from server.test_dashboard import ask, create, create_schedule, submit_refund
@@ -126,7 +126,7 @@ def test_the_approval_form_decides_nothing_by_itself() -> None:
     asked = [
         {"key": "interrupt-1", "prompt": "Go on?", "schema": {"type": "boolean"}, "error": None}
     ]
-    assert "-d '{}'" in html.unescape(answer_form("http://x/v1/runs/r", asked))
+    assert "-d '{}'" in html.unescape(answer_form("/v1/runs/r", "http://x/v1/runs/r", asked))
 
 
 def test_cancel_asks_first_and_going_back_changes_nothing(page: Any, served: Served) -> None:

@@ -19,7 +19,6 @@ from longcall.errors import InvalidValue, LongcallError
 from longcall.server import (
     checks,
     cron,
-    dashboard,
     events,
     hooks,
     jobs,
@@ -29,6 +28,7 @@ from longcall.server import (
     spec,
     workers,
 )
+from longcall.server.dashboard.routes import ROUTES as DASHBOARD_ROUTES
 from longcall.server.errors import error
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, WriteShare
 
@@ -123,7 +123,7 @@ def create_app(
             *sessions.ROUTES,
             *metrics.ROUTES,
             *spec.ROUTES,
-            *dashboard.ROUTES,
+            *DASHBOARD_ROUTES,
         ],
         lifespan=lifespan,
         # Even the router's own refusals answer in the API's error shape.

@@ -10,8 +10,8 @@ from starlette.responses import Response
 from longcall.app import App
 from longcall.core.jobs import Job
 from longcall.errors import StoreError
+from longcall.server.dashboard.login_cookie import cookie_login
 from longcall.server.errors import error
-from longcall.server.login_cookie import cookie_login
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ async def authenticate(request: Request) -> Principal | Response:
     scheme, _, token = header.partition(" ")
     if not header:
         # The dashboard's pages, event streams and buttons: its login cookie, whose writes
-        # must also carry the page's CSRF token (see longcall.server.login_cookie).
+        # must also carry the page's CSRF token (see longcall.server.dashboard.login_cookie).
         login = await cookie_login(request)
         if login is not None:
             return login if isinstance(login, Response) else Principal(login.user_id, login.admin)

@@ -1,24 +1,9 @@
-"""The dashboard at ``/``: the jobs, one job's story, and the buttons an operator needs; at
-``/runs`` the workflow runs, and one run's story with its answer form and cancel button; at
-``/schedules`` the cron schedules, and one schedule with its next fire times, latest
-occurrences and pause, unpause, trigger and delete buttons.
-
-Pages are rendered on the server, every value from the data through :func:`html.escape`;
-``static/dashboard.js`` (and, for runs and schedules, ``dashboard_runs.js``) keeps them live
-over the server-sent event streams and acts through the JSON API with the login cookie, so the
-page can do nothing a token holder could not do with curl, and each button shows that curl
-command; the buttons that cannot be taken back ask first. Nothing is loaded from anywhere but
-this server.
-
-This module routes the pages; they live beside it: ``dashboard_login`` (logging the browser
-in and out), ``dashboard_page`` (the layout and shared pieces), ``dashboard_jobs``,
-``dashboard_runs`` and ``dashboard_schedules``.
-"""
+"""The dashboard's routes: its pages, their live streams, logging in and out, and its static
+files. Every page and stream is for a logged-in caller; anyone else goes to /login."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from html import escape
 from pathlib import Path
 
 from starlette.requests import Request
@@ -28,13 +13,20 @@ from starlette.staticfiles import StaticFiles
 
 from longcall.app import App
 from longcall.errors import CronNotFound, JobNotFound, RunNotFound, StoreError
-from longcall.server import dashboard_login
 from longcall.server.auth import Principal, authenticate
-from longcall.server.dashboard_jobs import job_page, jobs_page
-from longcall.server.dashboard_page import HEADERS, layout
-from longcall.server.dashboard_runs import run_page, runs_page
-from longcall.server.dashboard_schedules import schedule_page, schedules_page
-from longcall.server.login_cookie import csrf_token, page_csrf
+from longcall.server.dashboard import login
+from longcall.server.dashboard._render import HEADERS, message_page
+from longcall.server.dashboard.job import job_live, job_page
+from longcall.server.dashboard.jobs import jobs_live, jobs_page
+from longcall.server.dashboard.login_cookie import csrf_token, page_csrf
+from longcall.server.dashboard.run import run_live, run_page
+from longcall.server.dashboard.runs import runs_live, runs_page
+from longcall.server.dashboard.schedules import (
+    schedule_live,
+    schedule_page,
+    schedules_live,
+    schedules_page,
+)
 
 STATIC = Path(__file__).with_name("static")
 Page = Callable[[Request, App, Principal], Awaitable[Response]]
@@ -64,12 +56,9 @@ def logged_in(handler: Page) -> Callable[[Request], Awaitable[Response]]:
             return await handler(request, request.app.state.longcall, who)
         except (JobNotFound, RunNotFound, CronNotFound) as exc:
             heading, back, label = MISSING[type(exc)]
-            text = escape(str(exc))
-            main = f'<main><h1>{heading}</h1><p>{text}</p><a href="{back}">{label}</a></main>'
-            return layout("Not found", main, who, 404)
+            return message_page("Not found", heading, str(exc), who, 404, back=(back, label))
         except StoreError as exc:
-            main = f"<main><h1>The store cannot be read</h1><p>{escape(str(exc))}</p></main>"
-            return layout("Unavailable", main, who, 503)
+            return message_page("Unavailable", "The store cannot be read", str(exc), who, 503)
         finally:
             page_csrf.reset(csrf)
 
@@ -83,6 +72,12 @@ ROUTES: list[BaseRoute] = [
     Route("/runs/{run_id:path}", logged_in(run_page), methods=["GET"]),
     Route("/schedules", logged_in(schedules_page), methods=["GET"]),
     Route("/schedules/{cron_id:path}", logged_in(schedule_page), methods=["GET"]),
-    *dashboard_login.ROUTES,
+    Route("/live/jobs", logged_in(jobs_live), methods=["GET"]),
+    Route("/live/jobs/{job_id:path}", logged_in(job_live), methods=["GET"]),
+    Route("/live/runs", logged_in(runs_live), methods=["GET"]),
+    Route("/live/runs/{run_id:path}", logged_in(run_live), methods=["GET"]),
+    Route("/live/schedules", logged_in(schedules_live), methods=["GET"]),
+    Route("/live/schedules/{cron_id:path}", logged_in(schedule_live), methods=["GET"]),
+    *login.ROUTES,
     Mount("/static", StaticFiles(directory=STATIC), name="static"),
 ]

@@ -10,7 +10,6 @@ browser in under its own token. A good token makes a server-side login
 
 from __future__ import annotations
 
-from html import escape
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
@@ -19,15 +18,15 @@ from starlette.routing import BaseRoute, Route
 
 from longcall.app import App
 from longcall.errors import StoreError
-from longcall.server.dashboard_page import HEADERS, layout
-from longcall.server.hooks import read_body
-from longcall.server.login_cookie import (
+from longcall.server.dashboard._render import HEADERS, message_page, page
+from longcall.server.dashboard.login_cookie import (
     CSRF_FIELD,
     CSRF_HEADER,
     LOGIN_COOKIE,
     csrf_matches,
     foreign,
 )
+from longcall.server.hooks import read_body
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FORM = 4096
@@ -37,13 +36,7 @@ OLD_TOKEN_COOKIE = "longcall_token"
 
 
 def login_form(message: str = "", status: int = 200) -> Response:
-    error = f'<p class="error" role="alert">{escape(message)}</p>' if message else ""
-    main = f"""<main class="login"><h1>Log in</h1>{error}
-<p>Paste an API token; <code>longcall tokens create --user NAME</code> makes one.</p>
-<form method="post" action="/login"><label>Token
-<input name="token" type="password" autocomplete="off" required autofocus></label>
-<button type="submit">Log in</button></form></main>"""
-    return layout("Log in", main, status=status)
+    return page("login.html", "Log in", None, status=status, message=message)
 
 
 async def login_page(request: Request) -> Response:
@@ -116,18 +109,21 @@ async def logout(request: Request) -> Response:
             form = await _form(request)
             presented = form.get(CSRF_FIELD, [""])[0] if isinstance(form, dict) else ""
         if why is not None or not csrf_matches(login_id, presented):
-            main = (
-                '<main><h1>Not logged out</h1><p class="error" role="alert">Log out with the '
-                'button on a dashboard page.</p><a href="/">Jobs</a></main>'
+            return message_page(
+                "Not logged out",
+                "Not logged out",
+                "Log out with the button on a dashboard page.",
+                None,
+                403,
+                back=("/", "Jobs"),
+                error=True,
             )
-            return layout("Not logged out", main, status=403)
         app: App = request.app.state.longcall
         try:
             await app.in_thread(app.store.end_login, login_id)
         except StoreError as exc:
-            text = escape(f"The store cannot be written: {exc}")
-            main = f"<main><h1>Not logged out</h1><p>{text}</p></main>"
-            return layout("Not logged out", main, status=503)
+            text = f"The store cannot be written: {exc}"
+            return message_page("Not logged out", "Not logged out", text, None, 503)
     response = RedirectResponse("/login", status_code=303, headers=HEADERS)
     response.delete_cookie(LOGIN_COOKIE, path="/", httponly=True, samesite="strict")
     response.delete_cookie(OLD_TOKEN_COOKIE, path="/", httponly=True, samesite="strict")

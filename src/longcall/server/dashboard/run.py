@@ -1,0 +1,130 @@
+"""One workflow run's page at ``/runs/{run_id}``: its steps, event log, cancel button, and the
+answer form for the questions it waits on (:mod:`.answers`). A queued run whose workflow no
+live worker has registered says so.
+
+``/live/runs/{run_id}`` sends the page's pieces again, from the same templates, whenever the
+run changes or its log grows, and ends once the run has completed, failed or been cancelled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from longcall.app import App
+from longcall.core.runs import Run, RunEvent, RunStatus
+from longcall.server import runs as run_api
+from longcall.server.auth import Principal
+from longcall.server.dashboard._live import Update, stream
+from longcall.server.dashboard._render import (
+    Confirm,
+    api_url,
+    compact,
+    fragment,
+    in_path,
+    log_rows,
+    page,
+    query,
+)
+from longcall.server.dashboard.answers import answer_form
+from longcall.server.dashboard.runs import live_workflows, stranded
+
+CANCEL = Confirm(
+    "Cancel this run?",
+    "It stops at its next task call and cannot be started again; a job it does the work of is "
+    "cancelled with it.",
+    "Cancel the run",
+    "Nothing was sent; the run goes on.",
+)
+RUN_FIELDS = (
+    ("workflowId", "Workflow"),
+    ("status", "Status"),
+    ("userId", "User"),
+    ("createdAt", "Created"),
+    ("updatedAt", "Updated"),
+    ("finishedAt", "Finished"),
+    ("retryCount", "Retries so far"),
+    ("retriesRemaining", "Retries left"),
+    ("timeoutSecs", "Timeout per attempt (s)"),
+    ("cancelRequested", "Cancel requested"),
+)
+
+
+def _asked(data: dict[str, Any]) -> str:
+    """A short name of what the answer form was built for: the questions and their refusals.
+    The form is sent again only when this changes, not to wipe an answer being typed."""
+    pending = [[p["key"], p["error"]] for p in data["pendingInterrupts"]]
+    return hashlib.sha256(compact(pending).encode()).hexdigest()[:16]
+
+
+async def _stranded(app: App, run: Run) -> bool:
+    """Whether no live worker can run the run (the workers are asked only while it is queued)."""
+    if run.status is not RunStatus.QUEUED:
+        return False
+    return stranded(run.status.value, run.workflow_id, await live_workflows(app))
+
+
+async def _pieces(
+    request: Request, app: App, run: Run, events: list[RunEvent], alone: bool
+) -> dict[str, Any]:
+    """What the page and its live updates are rendered from."""
+    data = await app.in_thread(run_api.details_json, app, run)
+    path = "/v1/runs/" + in_path(run.run_id)
+    url = api_url(request, path)
+    pending = data["pendingInterrupts"]
+    return {
+        "run": data,
+        "fields": RUN_FIELDS,
+        "job_id": run.job_id,
+        "stranded": alone,
+        "form": answer_form(path, url, pending) if pending else None,
+        "confirm": CANCEL,
+        "path": path,
+        "url": url,
+        "rows": log_rows(events),
+    }
+
+
+async def run_page(request: Request, app: App, who: Principal) -> Response:
+    run = await run_api.visible_run(app, who, request.path_params["run_id"])
+    events = await app.in_thread(app.store.run_events, run.run_id)
+    pieces = await _pieces(request, app, run, events, await _stranded(app, run))
+    finished = run.status.terminal
+    live_url = f"/live/runs/{in_path(run.run_id)}?{query({'asked': _asked(pieces['run'])})}"
+    return page(
+        "run.html",
+        run.run_id,
+        who,
+        live="finished" if finished else "connecting…",
+        live_url=None if finished else live_url,
+        **pieces,
+    )
+
+
+async def run_live(request: Request, app: App, who: Principal) -> Response:
+    """``/live/runs/{run_id}``: the page's pieces again whenever the run, its log or (while it
+    is queued) the live workers change; ``?asked=`` names the questions the page's answer
+    form was built for."""
+    run_id = (await run_api.visible_run(app, who, request.path_params["run_id"])).run_id
+    asked = request.query_params.get("asked")
+    seen: tuple[float, int, bool] | None = None  # the run's version, its log's length, stranded
+
+    async def step() -> Update:
+        nonlocal seen, asked
+        run = await app.in_thread(app.store.get_run, run_id)
+        events = await app.in_thread(app.store.run_events, run_id)
+        alone = await _stranded(app, run)
+        version = (run.updated_at, len(events), alone)
+        if version == seen:
+            return Update()
+        seen = version
+        pieces = await _pieces(request, app, run, events, alone)
+        now_asked = _asked(pieces["run"])
+        html = str(fragment("run.html", "update", with_answer=now_asked != asked, **pieces))
+        asked = now_asked
+        return Update(html, ended="finished" if run.status.terminal else None)
+
+    return stream(request, step)
