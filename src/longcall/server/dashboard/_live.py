@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
@@ -19,13 +20,15 @@ from longcall.errors import StoreError
 from longcall.server import events
 from longcall.server.dashboard._render import fragment
 
+NOTHING = Markup()
+
 
 @dataclass(frozen=True, slots=True)
 class Update:
     """What one look at the store found: the pieces to swap in (empty: nothing changed), and
     whether that was the last (the object has finished; ``ended`` is the header's word)."""
 
-    html: str = ""
+    html: Markup = NOTHING
     ended: str | None = None
 
 
@@ -55,11 +58,11 @@ def stream(request: Request, step: Step) -> StreamingResponse:
                 first = False
             if update.ended is not None:
                 html += fragment("parts.html", "live_state", text=update.ended)
-                yield _message("update", html)
+                yield _message("update", str(html))
                 yield _message("close", "")
                 return
             if html:
-                yield _message("update", html)
+                yield _message("update", str(html))
             elif keepalive:
                 yield b": keepalive\n\n"
 

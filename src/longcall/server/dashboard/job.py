@@ -202,7 +202,7 @@ async def job_page(request: Request, app: App, who: Principal) -> Response:
     job = await visible_job(app, who, request.path_params["job_id"])
     live_url = f"/live/jobs/{in_path(job.job_id)}?state={job.state.value}"
     pieces = await _pieces(request, app, job, await app.job_events_async(job.job_id))
-    return page("job.html", job.job_id, who, live="connecting…", live_url=live_url, **pieces)
+    return page("job_page.html", job.job_id, who, live="connecting…", live_url=live_url, **pieces)
 
 
 async def job_live(request: Request, app: App, who: Principal) -> Response:
@@ -225,6 +225,6 @@ async def job_live(request: Request, app: App, who: Principal) -> Response:
         moved = job.state.value != shown_state
         shown_state = job.state.value
         html = fragment("job.html", "update", with_actions=moved, **pieces)
-        return Update(str(html))
+        return Update(html)
 
     return stream(request, step)

@@ -88,7 +88,7 @@ async def jobs_page(request: Request, app: App, who: Principal) -> Response:
     jobs = await view.jobs(app, who)
     params = {"state": view.state, "q": view.search, "before": view.before}
     return page(
-        "jobs.html",
+        "jobs_page.html",
         "Jobs",
         who,
         live="connecting…",
@@ -138,6 +138,6 @@ async def jobs_live(request: Request, app: App, who: Principal) -> Response:
             more=view.older_page(jobs),
             changed=changed,
         )
-        return Update(str(html))
+        return Update(html)
 
     return stream(request, step)

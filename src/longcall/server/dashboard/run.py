@@ -95,7 +95,7 @@ async def run_page(request: Request, app: App, who: Principal) -> Response:
     finished = run.status.terminal
     live_url = f"/live/runs/{in_path(run.run_id)}?{query({'asked': _asked(pieces['run'])})}"
     return page(
-        "run.html",
+        "run_page.html",
         run.run_id,
         who,
         live="finished" if finished else "connecting…",
@@ -123,7 +123,7 @@ async def run_live(request: Request, app: App, who: Principal) -> Response:
         seen = version
         pieces = await _pieces(request, app, run, events, alone)
         now_asked = _asked(pieces["run"])
-        html = str(fragment("run.html", "update", with_answer=now_asked != asked, **pieces))
+        html = fragment("run.html", "update", with_answer=now_asked != asked, **pieces)
         asked = now_asked
         return Update(html, ended="finished" if run.status.terminal else None)
 

@@ -79,7 +79,7 @@ async def runs_page(request: Request, app: App, who: Principal) -> Response:
     if len(runs) == PAGE_SIZE:
         more = {"status": view.status or "", "before": runs[-1][0]["runId"]}
     return page(
-        "runs.html",
+        "runs_page.html",
         "Runs",
         who,
         live="connecting…",
@@ -110,6 +110,6 @@ async def runs_live(request: Request, app: App, who: Principal) -> Response:
         shown = set(sent or [])
         changed = {v[0] for v in versions if sent is not None and v not in shown}
         sent = versions
-        return Update(str(fragment("runs.html", "update", runs=runs, changed=changed)))
+        return Update(fragment("runs.html", "update", runs=runs, changed=changed))
 
     return stream(request, step)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -76,7 +77,7 @@ async def schedules_page(request: Request, app: App, who: Principal) -> Response
     crons = await _listed(app, who, after)
     more = {"after": crons[-1]["name"]} if len(crons) == PAGE_SIZE else None
     return page(
-        "schedules.html",
+        "schedules_page.html",
         "Schedules",
         who,
         live="connecting…",
@@ -105,7 +106,7 @@ async def schedules_live(request: Request, app: App, who: Principal) -> Response
             return Update()
         changed = {i for i, row in rows.items() if sent is not None and sent.get(i) != row}
         sent = rows
-        return Update(str(fragment("schedules.html", "update", crons=crons, changed=changed)))
+        return Update(fragment("schedules.html", "update", crons=crons, changed=changed))
 
     return stream(request, step)
 
@@ -131,20 +132,22 @@ async def schedule_page(request: Request, app: App, who: Principal) -> Response:
     pieces = await _pieces(request, app, request.path_params["cron_id"], who)
     cron = pieces["cron"]
     live_url = f"/live/schedules/{in_path(cron['cronId'])}"
-    return page("schedule.html", cron["name"], who, live="connecting…", live_url=live_url, **pieces)
+    return page(
+        "schedule_page.html", cron["name"], who, live="connecting…", live_url=live_url, **pieces
+    )
 
 
 async def schedule_live(request: Request, app: App, who: Principal) -> Response:
     """``/live/schedules/{cron_id}``: the page's pieces again whenever they change."""
     cron_id = (await cron_api.visible_cron(app, who, request.path_params["cron_id"])).cron_id
     throttle = Throttle()
-    sent: str | None = None
+    sent: Markup | None = None
 
     async def step() -> Update:
         nonlocal sent
         if not throttle.due():
             return Update()
-        html = str(fragment("schedule.html", "update", **await _pieces(request, app, cron_id, who)))
+        html = fragment("schedule.html", "update", **await _pieces(request, app, cron_id, who))
         if html == sent:
             return Update()
         sent = html
