@@ -84,7 +84,9 @@ async def jobs_page(request: Request, app: App, who: Principal) -> Response:
     if message is not None:
         bad_state = view.state is not None and view.state not in STATES
         links = filter_links("/", "state", STATES, None) if bad_state else None
-        return page("refused.html", "Jobs", who, status=400, message=message, links=links)
+        return page(
+            "refused.html", "Jobs", who, status=400, message=message, links=links, state=view.state
+        )
     jobs = await view.jobs(app, who)
     params = {"state": view.state, "q": view.search, "before": view.before}
     return page(
