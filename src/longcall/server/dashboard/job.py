@@ -211,16 +211,18 @@ async def job_live(request: Request, app: App, who: Principal) -> Response:
     typed into them); ``?state=`` is the state the page was rendered in."""
     job_id = (await visible_job(app, who, request.path_params["job_id"])).job_id
     shown_state = request.query_params.get("state")
-    seen: tuple[float, int] | None = None  # the job's version and its log's length, shown
+    seen: float | None = None  # the job's version shown
+    last_seq = 0  # the newest entry of its log shown
 
     async def step() -> Update:
-        nonlocal seen, shown_state
+        nonlocal seen, last_seq, shown_state
         job = await app.get_job_async(job_id)
-        events = await app.job_events_async(job_id)
-        version = (job.updated_at, len(events))
-        if version == seen:
+        fresh = await app.job_events_async(job_id, after=last_seq)
+        if job.updated_at == seen and not fresh:
             return Update()
-        seen = version
+        seen = job.updated_at
+        events = await app.job_events_async(job_id)
+        last_seq = max((e.seq for e in events), default=0)
         pieces = await _pieces(request, app, job, events)
         moved = job.state.value != shown_state
         shown_state = job.state.value

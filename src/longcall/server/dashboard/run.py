@@ -110,17 +110,19 @@ async def run_live(request: Request, app: App, who: Principal) -> Response:
     form was built for."""
     run_id = (await run_api.visible_run(app, who, request.path_params["run_id"])).run_id
     asked = request.query_params.get("asked")
-    seen: tuple[float, int, bool] | None = None  # the run's version, its log's length, stranded
+    seen: tuple[float, bool] | None = None  # the run's version and whether stranded, shown
+    last_seq = 0  # the newest entry of its log shown
 
     async def step() -> Update:
-        nonlocal seen, asked
+        nonlocal seen, last_seq, asked
         run = await app.in_thread(app.store.get_run, run_id)
-        events = await app.in_thread(app.store.run_events, run_id)
+        fresh = await app.in_thread(lambda: app.store.run_events(run_id, after=last_seq))
         alone = await _stranded(app, run)
-        version = (run.updated_at, len(events), alone)
-        if version == seen:
+        if (run.updated_at, alone) == seen and not fresh:
             return Update()
-        seen = version
+        seen = (run.updated_at, alone)
+        events = await app.in_thread(app.store.run_events, run_id)
+        last_seq = max((e.seq for e in events), default=0)
         pieces = await _pieces(request, app, run, events, alone)
         now_asked = _asked(pieces["run"])
         html = fragment("run.html", "update", with_answer=now_asked != asked, **pieces)
