@@ -162,3 +162,12 @@ def test_the_live_streams_send_html_for_the_caller_only(served: Served) -> None:
     assert "&lt;b&gt;bold&lt;/b&gt;" in data and "<b>" not in data
     bob = served.login(served.app.store.create_token(user_id="bob")[1])
     assert httpx.get(f"{served.url}/live/jobs/{CSV}", cookies=bob).status_code == 404
+
+
+def test_a_carriage_return_in_the_data_cannot_end_a_line_of_the_stream() -> None:
+    """Each line of an update is a data line; a carriage return is sent as &#13;, so text
+    like "\\revent: close" stays text."""
+    from longcall.server.dashboard._live import _message
+
+    sent = _message("update", "<p>a\revent: close</p>\n<p>b</p>")
+    assert sent == b"event: update\ndata: <p>a&#13;event: close</p>\ndata: <p>b</p>\n\n"

@@ -36,8 +36,10 @@ Step = Callable[[], Awaitable[Update]]
 
 
 def _message(name: str, html: str) -> bytes:
-    # One data line per line of the HTML: the browser joins them with newlines again.
-    lines = "".join(f"data: {line}\n" for line in html.split("\n"))
+    # One data line per line of the HTML: the browser joins them with newlines again. A
+    # carriage return would end a line of the stream too (and could start a field of the
+    # data's choosing): in HTML it is the same written as a character reference.
+    lines = "".join(f"data: {line}\n" for line in html.replace("\r", "&#13;").split("\n"))
     return f"event: {name}\n{lines}\n".encode()
 
 

@@ -125,13 +125,14 @@ async def jobs_live(request: Request, app: App, who: Principal) -> Response:
             return Update()
         jobs = await view.jobs(app, who)
         versions = {j["jobId"]: j["updatedAt"] for j in jobs}
-        if sent is not None and list(versions.items()) == list(sent.items()):
+        before = sent
+        if before is not None and list(versions.items()) == list(before.items()):
             return Update()
-        shown_before = sent or {}
-        changed = {
-            i for i, at in versions.items() if sent is not None and shown_before.get(i) != at
-        }
         sent = versions
+        # Marked as changed: the rows that came in or moved since the last update.
+        changed = (
+            set() if before is None else {i for i, at in versions.items() if before.get(i) != at}
+        )
         html = fragment(
             "jobs.html",
             "update",
