@@ -85,7 +85,7 @@ def test_the_old_names_of_the_deliverer_warn_and_still_work(app: App) -> None:
     with pytest.warns(DeprecationWarning, match=r"longcall\.Resumer .*longcall\.Deliverer"):
         assert longcall.Resumer is Deliverer
     old_module = importlib.import_module("longcall.resumer")
-    with pytest.warns(DeprecationWarning, match=r"longcall\.delivery\.Deliverer"):
+    with pytest.warns(DeprecationWarning, match=r"resumer\.Resumer .*longcall\.Deliverer"):
         assert old_module.Resumer is Deliverer
     with pytest.warns(DeprecationWarning, match=r"App\.resumer .*App\.deliverer"):
         assert isinstance(app.resumer(ScriptedAgent(app)), Deliverer)

@@ -1,5 +1,5 @@
-"""Deprecated module: the deliverer is :class:`longcall.jobs.delivery.Deliverer` now ("resume" named
-four things; delivering a job's result to the agent is "delivery")."""
+"""Deprecated module: the deliverer is :class:`longcall.Deliverer` now ("resume" named four
+things; delivering a job's result to the agent is "delivery")."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from longcall.core.deprecation import deprecated
 
 def __getattr__(name: str) -> Any:
     if name == "Resumer":
-        deprecated("longcall.resumer.Resumer", "longcall.jobs.delivery.Deliverer")
+        deprecated("longcall.resumer.Resumer", "longcall.Deliverer")
         from longcall.jobs.delivery import Deliverer
 
         return Deliverer
