@@ -37,7 +37,7 @@ async def authenticate(request: Request) -> Principal | Response:
         return _unauthorized("send an Authorization: Bearer <token> header")
     app: App = request.app.state.longcall
     try:
-        info = await app.in_thread(app.store.token_info, token.strip())
+        info = await app.in_thread(app.access.token_info, token.strip())
     except StoreError as exc:
         return error(503, "store_unavailable", f"the store cannot be read: {exc}")
     if info is None:

@@ -35,7 +35,7 @@ class _JobCounts(Collector):
         family = GaugeMetricFamily(
             "longcall_jobs", "Jobs by state and delivery.", labels=["state", "delivery"]
         )
-        for (state, delivery), count in sorted(self.app.store.counts().items()):
+        for (state, delivery), count in sorted(self.app.monitor.job_counts().items()):
             family.add_metric([state, delivery], count)
         yield family
 

@@ -138,6 +138,13 @@ def event_from_content(author: str, invocation_id: str, content: Mapping[str, An
     )
 
 
+def stored_transcript(app: App, *, session_id: str, user_id: str) -> list[AgentEvent]:
+    """The scripted agent's session ``session_id`` of ``user_id`` as kept in ``app``'s
+    database (empty for another user's): for showing it without the agent at hand."""
+    stored = Transcripts(app.store).events(session_id, user_id=user_id)
+    return [event_from_content(e.author, e.invocation_id, e.content) for e in stored]
+
+
 @dataclass
 class ScriptedAgent:
     """An :class:`~longcall.agents.AgentRunner` that follows rules instead of a model.

@@ -33,8 +33,7 @@ from longcall.server.dashboard._render import (
 )
 from longcall.server.jobs import visible_job
 from longcall.shapes import job_json
-from longcall.testing.scripted import event_from_content
-from longcall.testing.transcripts import Transcripts
+from longcall.testing.scripted import stored_transcript
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +167,9 @@ async def _transcript(request: Request, app: App, job: Job) -> tuple[list[dict[s
         if isinstance(agent, TranscriptSource):
             found = await agent.transcript(user_id=user_id, session_id=session_id)
         else:
-            transcripts = Transcripts(app.store)
-            stored = await app.in_thread(lambda: transcripts.events(session_id, user_id=user_id))
-            found = [event_from_content(e.author, e.invocation_id, e.content) for e in stored]
+            found = await app.in_thread(
+                lambda: stored_transcript(app, session_id=session_id, user_id=user_id)
+            )
     except Exception as exc:  # an agent runner's own errors: the page says, and goes on
         return [], f"No transcript: {exc}"
     if not found:
@@ -187,7 +186,7 @@ async def _pieces(
     return {
         "job": job_json(job),
         "fields": JOB_FIELDS,
-        "runs": await app.in_thread(app.store.runs_of_job, job.job_id),
+        "runs": await app.in_thread(app.monitor.runs_of_job, job.job_id),
         "rows": log_rows(events, _milestones(job)),
         "turns": turns,
         "note": note,

@@ -116,7 +116,7 @@ async def jobs_live(request: Request, app: App, who: Principal) -> Response:
 
     async def step() -> Update:
         nonlocal sent, newest, changed_at
-        latest = await app.in_thread(app.store.last_change)
+        latest = await app.in_thread(app.monitor.last_change)
         # A change can commit up to LOOKBACK seconds after the time it was stamped with, so
         # the list is asked again for that long after the newest change moved.
         if latest != newest:

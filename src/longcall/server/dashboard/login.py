@@ -77,9 +77,9 @@ async def login(request: Request) -> Response:
     ttl: float = request.app.state.settings.login_ttl
     previous = request.cookies.get(LOGIN_COOKIE)
     try:
-        made = await app.in_thread(lambda: app.store.create_login(token, ttl=ttl))
+        made = await app.in_thread(lambda: app.access.create_login(token, ttl=ttl))
         if made is not None and previous:
-            await app.in_thread(app.store.end_login, previous)
+            await app.in_thread(app.access.end_login, previous)
     except StoreError as exc:
         return login_form(f"The store cannot be read: {exc}", 503)
     if made is None:
@@ -120,7 +120,7 @@ async def logout(request: Request) -> Response:
             )
         app: App = request.app.state.longcall
         try:
-            await app.in_thread(app.store.end_login, login_id)
+            await app.in_thread(app.access.end_login, login_id)
         except StoreError as exc:
             text = f"The store cannot be written: {exc}"
             return message_page("Not logged out", "Not logged out", text, None, 503)

@@ -99,7 +99,7 @@ async def cookie_login(request: Request) -> Login | Response | None:
         return None
     app: App = request.app.state.longcall
     try:
-        login = await app.in_thread(app.store.login_info, login_id)
+        login = await app.in_thread(app.access.login_info, login_id)
     except StoreError as exc:
         return error(503, "store_unavailable", f"the store cannot be read: {exc}")
     if login is None:

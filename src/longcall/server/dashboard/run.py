@@ -90,7 +90,7 @@ async def _pieces(
 
 async def run_page(request: Request, app: App, who: Principal) -> Response:
     run = await run_api.visible_run(app, who, request.path_params["run_id"])
-    events = await app.in_thread(app.store.run_events, run.run_id)
+    events = await app.in_thread(app.run_event_log, run.run_id)
     pieces = await _pieces(request, app, run, events, await _stranded(app, run))
     finished = run.status.terminal
     live_url = f"/live/runs/{in_path(run.run_id)}?{query({'asked': _asked(pieces['run'])})}"
@@ -115,13 +115,13 @@ async def run_live(request: Request, app: App, who: Principal) -> Response:
 
     async def step() -> Update:
         nonlocal seen, last_seq, asked
-        run = await app.in_thread(app.store.get_run, run_id)
-        fresh = await app.in_thread(lambda: app.store.run_events(run_id, after=last_seq))
+        run = await app.in_thread(app.monitor.run, run_id)
+        fresh = await app.in_thread(lambda: app.run_event_log(run_id, after=last_seq))
         alone = await _stranded(app, run)
         if (run.updated_at, alone) == seen and not fresh:
             return Update()
         seen = (run.updated_at, alone)
-        events = await app.in_thread(app.store.run_events, run_id)
+        events = await app.in_thread(app.run_event_log, run_id)
         last_seq = max((e.seq for e in events), default=0)
         pieces = await _pieces(request, app, run, events, alone)
         now_asked = _asked(pieces["run"])

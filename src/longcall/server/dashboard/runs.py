@@ -30,7 +30,7 @@ def stranded(status: str, workflow_id: str, able: set[str]) -> bool:
 
 async def live_workflows(app: App) -> set[str]:
     """The workflows some live worker can run, from the workers' heartbeats."""
-    return runnable(await app.in_thread(app.store.live_workers))
+    return runnable(await app.in_thread(app.monitor.workers))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class _View:
             older = await run_api.visible_run(app, who, self.before)
             before = (older.created_at, older.run_id)
         found = await app.in_thread(
-            app.store.list_runs,
+            app.list_runs,
             status=RunStatus(self.status) if self.status else None,
             user_id=None if who.admin else who.user_id,
             before=before,
