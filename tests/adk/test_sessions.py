@@ -48,7 +48,6 @@ from longcall.agents import FunctionResponse, Message  # noqa: E402
 from longcall.core.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
 from longcall.errors import StoreUnavailable  # noqa: E402
 from longcall.jobs.delivery import response_of  # noqa: E402
-from procs import free_port  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 try:
@@ -827,6 +826,8 @@ def http(method: str, url: str, body: Any = None) -> Any:
 
 def test_adk_api_server_with_extra_plugins_records_the_session_and_call(tmp_path: Path) -> None:
     """`adk api_server --extra_plugins longcall.adk.LongcallPlugin`: the job row gets the join."""
+    from procs import free_port  # tests/procs.py; this file also runs alone, without it
+
     agents = tmp_path / "agents"
     (agents / "exports").mkdir(parents=True)
     (agents / "exports" / "__init__.py").write_text("from . import agent\n")
