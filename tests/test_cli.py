@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,7 @@ def test_migrate_upgrades_an_older_schema_step_by_step(tmp_path: Path) -> None:
     first = migrations("sqlite")[0]
     assert store._apply(first.sql, first.version, first.name, from_version=None)
     store.close()
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(
             "INSERT INTO lc_jobs (job_id, tool_name, created_at, updated_at) "
             "VALUES ('old-job', 'export', 1, 1)"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,7 @@ def test_doctor_outdated_schema_fails_naming_the_pending_migrations(tmp_path: Pa
     pending = ", ".join(str(v) for v in range(2, latest_version("sqlite") + 1))
     assert status == "fail"
     assert f"version 1; migration(s) {pending} pending: run `longcall migrate`" == message
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         assert conn.execute("SELECT MAX(version) FROM lc_migrations").fetchone()[0] == 1
 
 
@@ -161,7 +162,7 @@ def test_doctor_fails_a_secret_that_cannot_verify(tmp_path: Path) -> None:
     pytest.importorskip("standardwebhooks")
     path = tmp_path / "doc.db"
     longcall.App(f"sqlite:///{path}").close()
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(
             "INSERT INTO lc_webhook_secrets (source, secret_id, secret, created_at) "
             "VALUES ('legacy', 'sec_old', 'whsec_c2hvcnQ=', 1)"

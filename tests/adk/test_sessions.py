@@ -783,6 +783,7 @@ AGENT_MODULE = '''
 """An offline agent for `adk api_server`: its tool reports who holds the session's lease."""
 import os
 import sqlite3
+from contextlib import closing
 
 import longcall
 from google.adk.agents import LlmAgent
@@ -794,7 +795,7 @@ app = longcall.App()
 def export_data(export_type: str) -> dict:
     """Exports the user's data as a file; the link arrives later."""
     path = os.environ["LONGCALL_DATABASE_URL"].removeprefix("sqlite:///")
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         held = conn.execute("SELECT kind FROM lc_session_leases WHERE holder <> ''")
         kinds = [k for (k,) in held]
     return {"message": f"leases held: {kinds}"}

@@ -269,6 +269,11 @@ class PostgresStore(Store):
             open=True,
             name="longcall",
         )
+        # A store still open when the interpreter exits (an App made at module level and
+        # never closed) closes its pool at exit, while the pool's threads can still stop:
+        # left to the pool's __del__ during finalization, Python 3.13 waits 5 s for each
+        # thread, which can no longer run, and a process told to stop overstays its time.
+        self._close_pool = weakref.finalize(self, self.pool.close)
 
     def _transact(self, work: Callable[[Tx], T], *, write: bool = True, durable: bool = True) -> T:
         # Every commit waits for the WAL flush (``durable`` is ignored): a lost lease commit
@@ -351,7 +356,7 @@ class PostgresStore(Store):
         return Watch(self.conninfo, channel)
 
     def close(self) -> None:
-        self.pool.close()
+        self._close_pool()
 
 
 def _version(cur: psycopg.Cursor[dict[str, Any]]) -> int | None:

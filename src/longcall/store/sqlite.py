@@ -14,6 +14,7 @@ import functools
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -96,6 +97,30 @@ class _Pending:
         self.event: threading.Event | None = None  # made only for a write that waits
 
 
+class _Slot:
+    """A thread's connection and the ``synchronous`` mode it is set to.
+
+    The thread's ``threading.local`` holds the only reference: when the thread ends, the slot
+    goes and its finalizer closes the connection, so a process that starts threads one after
+    another (a heartbeat per lease, an executor per event loop) does not keep a connection and
+    its file descriptors open for every thread it ever had.
+    """
+
+    __slots__ = ("__weakref__", "conn", "synchronous")
+
+    def __init__(self, conn: sqlite3.Connection, synchronous: str) -> None:
+        self.conn = conn
+        self.synchronous = synchronous
+
+
+def _close_orphan(conn: sqlite3.Connection, opened: set[sqlite3.Connection]) -> None:
+    """Close the connection of a thread that ended; the store no longer tracks it."""
+    # No lock: the finalizer may run on a thread that holds the store's lock at that moment,
+    # and discard is one atomic step.
+    opened.discard(conn)
+    conn.close()
+
+
 def _wrapped(exc: Exception) -> Exception:
     """A work's error as its caller would have seen it from a transaction of its own."""
     if isinstance(exc, sqlite3.DatabaseError):
@@ -142,7 +167,7 @@ class SqliteStore(Store):
         self._busy_ms = int(busy_timeout * 1000)
         self._retry_for = retry_for
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._opened: set[sqlite3.Connection] = set()  # each live thread's, for close()
         self._lock = threading.Lock()
         # SQLite has one writer at a time. Threads of this process queue here instead of in
         # the busy handler, whose sleeps (1 ms and up) would cost more than the writes.
@@ -157,13 +182,32 @@ class SqliteStore(Store):
         return self.clock.now()
 
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        return self._slot().conn
+
+    def _slot(self) -> _Slot:
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is not None:
+            return slot
         if self._closed:
             raise StoreError("the store is closed")
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
+        try:
+            self._configure(conn)
+        except BaseException:
+            conn.close()  # nobody else will
+            raise
+        slot = _Slot(conn, self.synchronous)
+        with self._lock:
+            self._opened.add(conn)
+        weakref.finalize(slot, _close_orphan, conn, self._opened).atexit = False
+        self._local.slot = slot
+        return slot
+
+    def _configure(self, conn: sqlite3.Connection) -> None:
+        try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             self._set_wal(conn)
@@ -171,11 +215,6 @@ class SqliteStore(Store):
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
-        self._local.conn = conn
-        self._local.synchronous = self.synchronous
-        with self._lock:
-            self._all.append(conn)
-        return conn
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
         # Switching a new file to WAL needs an exclusive lock, and SQLite answers "locked"
@@ -187,10 +226,8 @@ class SqliteStore(Store):
                 return
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
-                    conn.close()
                     raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
                 if time.monotonic() > give_up_at:
-                    conn.close()
                     raise StoreUnavailable(f"SQLite stayed locked: {exc}") from exc
                 time.sleep(jittered(0.01))
 
@@ -316,9 +353,10 @@ class SqliteStore(Store):
         to itself. SQLite refuses the change inside a transaction, so it is made before.
         """
         wanted = self.synchronous if durable else "NORMAL"
-        if self._local.synchronous != wanted:
+        slot = self._slot()
+        if slot.synchronous != wanted:
             conn.execute(f"PRAGMA synchronous = {wanted}")
-            self._local.synchronous = wanted
+            slot.synchronous = wanted
 
     def _is_unique_violation(self, exc: BaseException) -> bool:
         # Extended result codes (Python 3.11+): no matching of SQLite's message text.
@@ -367,9 +405,10 @@ class SqliteStore(Store):
     def close(self) -> None:
         self._closed = True
         with self._lock:
-            conns, self._all = self._all, []
+            conns = list(self._opened)
+            self._opened.clear()
         for conn in conns:
-            # A connection may be closed already, or owned by a thread that is gone.
+            # A connection may be closed already, its thread having ended meanwhile.
             with contextlib.suppress(sqlite3.ProgrammingError):
                 conn.close()
 
