@@ -12,7 +12,7 @@ Pure functions of the value types; nothing here does I/O or needs the server ext
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 from zoneinfo import ZoneInfo
 
 import pydantic
@@ -28,22 +28,20 @@ Time = Annotated[str, pydantic.WithJsonSchema({"type": "string", "format": "date
 class Shape(pydantic.BaseModel):
     """A JSON shape: camelCase keys (the field names in Python are snake_case)."""
 
-    model_config = pydantic.ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
+    model_config = pydantic.ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
 
     def dumped(self) -> dict[str, Any]:
         """The shape as JSON data, keys in the order the fields are declared."""
         return self.model_dump(mode="json", by_alias=True)
 
 
+@overload
+def iso(when: float) -> str: ...
+@overload
+def iso(when: float | None) -> str | None: ...
 def iso(when: float | None) -> str | None:
     """An epoch time as ISO 8601 in UTC (``2026-12-02T17:40:43.905049+00:00``)."""
     return None if when is None else dt.datetime.fromtimestamp(when, dt.UTC).isoformat()
-
-
-def _iso(when: float) -> str:
-    return dt.datetime.fromtimestamp(when, dt.UTC).isoformat()
 
 
 class ZonedTime(Shape):
@@ -55,7 +53,7 @@ def zoned(times: list[float], timezone: str) -> list[ZonedTime]:
     """Epoch times as ISO 8601 in ``timezone`` (``local``) and in UTC (``utc``)."""
     zone = ZoneInfo(timezone)
     return [
-        ZonedTime(local=dt.datetime.fromtimestamp(at, zone).isoformat(), utc=_iso(at))
+        ZonedTime(local=dt.datetime.fromtimestamp(at, zone).isoformat(), utc=iso(at))
         for at in times
     ]
 
@@ -108,8 +106,8 @@ class Job(Shape):
             pending_message=job.pending_message,
             pending_fields=job.pending_fields,
             deadline_at=iso(job.deadline_at),
-            created_at=_iso(job.created_at),
-            updated_at=_iso(job.updated_at),
+            created_at=iso(job.created_at),
+            updated_at=iso(job.updated_at),
             finished_at=iso(job.finished_at),
             delivered_at=iso(job.delivered_at),
             delivery_attempts=job.attempts,
@@ -132,7 +130,9 @@ class Event(Shape):
 
     @classmethod
     def of(cls, event: jobs.JobEvent | runs.RunEvent) -> Event:
-        return cls(seq=event.seq, kind=event.kind, data=event.data, created_at=_iso(event.created_at))
+        return cls(
+            seq=event.seq, kind=event.kind, data=event.data, created_at=iso(event.created_at)
+        )
 
 
 def event_json(event: jobs.JobEvent | runs.RunEvent) -> dict[str, Any]:
@@ -178,8 +178,8 @@ class Run(Shape):
             timeout_secs=run.timeout_secs,
             cancel_requested=run.cancel_requested,
             user_id=run.user_id,
-            created_at=_iso(run.created_at),
-            updated_at=_iso(run.updated_at),
+            created_at=iso(run.created_at),
+            updated_at=iso(run.updated_at),
             finished_at=iso(run.finished_at),
         )
 
@@ -239,8 +239,8 @@ class Step(Shape):
             ok=step.ok,
             result=step.result,
             attempts=step.attempts,
-            started_at=_iso(step.started_at),
-            finished_at=_iso(step.finished_at),
+            started_at=iso(step.started_at),
+            finished_at=iso(step.finished_at),
         )
 
 
@@ -300,8 +300,8 @@ class Cron(Shape):
             execution_count=cron.execution_count,
             active_run_count=active_runs,
             user_id=cron.user_id,
-            created_at=_iso(cron.created_at),
-            updated_at=_iso(cron.updated_at),
+            created_at=iso(cron.created_at),
+            updated_at=iso(cron.updated_at),
         )
 
 
@@ -321,10 +321,10 @@ class CronFire(Shape):
     @classmethod
     def of(cls, fire: crons.CronFire) -> CronFire:
         return cls(
-            fire_at=_iso(fire.fire_at),
+            fire_at=iso(fire.fire_at),
             outcome=fire.outcome,
             run_id=fire.run_id,
-            created_at=_iso(fire.created_at),
+            created_at=iso(fire.created_at),
         )
 
 

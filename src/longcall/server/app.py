@@ -10,24 +10,14 @@ from dataclasses import dataclass
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from longcall.agents import AgentRunner
 from longcall.app import App
-from longcall.errors import InvalidValue, LongcallError
-from longcall.server import (
-    checks,
-    cron,
-    events,
-    hooks,
-    jobs,
-    metrics,
-    runs,
-    sessions,
-    spec,
-    workers,
-)
+from longcall.errors import InvalidValue
+from longcall.server import api, checks, metrics
+from longcall.server.api._requests import MAX_BODY
 from longcall.server.dashboard.routes import ROUTES as DASHBOARD_ROUTES
 from longcall.server.errors import error
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, WriteShare
@@ -36,7 +26,7 @@ from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, Wr
 @dataclass(frozen=True, slots=True)
 class Settings:
     tolerance: float = 300.0  # seconds a signed delivery stays acceptable
-    max_body: int = hooks.MAX_BODY
+    max_body: int = MAX_BODY
     poll: float = 0.5  # how often an event stream looks for changes made by other processes
     keepalive: float = 15.0  # seconds between comments on a quiet event stream
     writes_per_token: int = DEFAULT_WRITES_PER_TOKEN  # writes in progress at once, per token
@@ -44,27 +34,6 @@ class Settings:
     # The origin browsers reach the dashboard at when a proxy serves it under another name
     # (``https://longcall.example.com``); requests naming the server itself are accepted too.
     public_origin: str | None = None
-
-
-async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
-
-
-async def readyz(request: Request) -> Response:
-    """Ready when the schema is current and the store is not failing: requests waiting in
-    the store's retries (a database away, a disk full) make this 503 with the reason."""
-    app: App = request.app.state.longcall
-    reasons = []
-    trouble = app.store.retries.trouble()
-    if trouble is not None:
-        reasons.append(trouble)
-    try:
-        await app.in_thread(app.store.check_schema)
-    except LongcallError as exc:
-        reasons.append(str(exc))
-    if reasons:
-        return JSONResponse({"status": "unavailable", "reasons": reasons}, status_code=503)
-    return JSONResponse({"status": "ready"})
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -111,20 +80,7 @@ def create_app(
     measured = metrics.Metrics(app)
 
     web = Starlette(
-        routes=[
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/v1/hooks/{source}", measured.counted(hooks.receive), methods=["POST"]),
-            *events.ROUTES,
-            *jobs.ROUTES,
-            *runs.ROUTES,
-            *workers.ROUTES,
-            *cron.ROUTES,
-            *sessions.ROUTES,
-            *metrics.ROUTES,
-            *spec.ROUTES,
-            *DASHBOARD_ROUTES,
-        ],
+        routes=[*api.routes(measured.counted), *DASHBOARD_ROUTES],
         lifespan=lifespan,
         # Even the router's own refusals answer in the API's error shape.
         exception_handlers={

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from longcall.shapes import Shape
+
+
+class ErrorDetail(Shape):
+    code: str
+    message: str
+    field: str | None
+
+
+class Error(Shape):
+    """An error answer; ``field`` names the field, parameter or header at fault."""
+
+    error: ErrorDetail
+
 
 def error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"code": code, "message": message, "field": field}}, status_code=status
-    )
+    detail = ErrorDetail(code=code, message=message, field=field)
+    return JSONResponse(Error(error=detail).dumped(), status_code=status)

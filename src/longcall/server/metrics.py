@@ -16,7 +16,6 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from longcall.app import App
 from longcall.core.jobs import Job
@@ -87,6 +86,7 @@ class Metrics:
 
 
 async def metrics(request: Request) -> Response:
+    """``GET /metrics`` (declared in ``server.api.health``)."""
     app: App = request.app.state.longcall
     registry = request.app.state.metrics.registry
     try:
@@ -94,6 +94,3 @@ async def metrics(request: Request) -> Response:
     except StoreError as exc:
         return error(503, "store_unavailable", f"the store could not be read: {exc}")
     return Response(text, media_type=CONTENT_TYPE_LATEST)
-
-
-ROUTES = [Route("/metrics", metrics, methods=["GET"])]

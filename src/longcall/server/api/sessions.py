@@ -9,33 +9,33 @@ scripted agent's sessions in longcall's own store still can be read.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
 
 from longcall.agents import AgentEvent, TranscriptSource
 from longcall.app import App
+from longcall.server.api import models
+from longcall.server.api._requests import authorized, reply
+from longcall.server.api.operation import Answer, Operation, query
 from longcall.server.auth import Principal
 from longcall.server.errors import error
-from longcall.server.jobs import authorized
 from longcall.testing.scripted import event_from_content
 from longcall.testing.transcripts import SessionEvent, Transcripts
 
 
-def event_json(event: AgentEvent) -> dict[str, Any]:
-    return {
-        "author": event.author,
-        "invocationId": event.invocation_id,
-        "text": event.text,
-        "functionCalls": [
-            {"id": c.id, "name": c.name, "args": c.args} for c in event.function_calls
+def _event(event: AgentEvent) -> models.TranscriptEvent:
+    return models.TranscriptEvent(
+        author=event.author,
+        invocation_id=event.invocation_id,
+        text=event.text,
+        function_calls=[
+            models.FunctionCall(id=c.id, name=c.name, args=c.args) for c in event.function_calls
         ],
-        "functionResponses": [
-            {"id": r.id, "name": r.name, "response": r.response} for r in event.function_responses
+        function_responses=[
+            models.FunctionResponse(id=r.id, name=r.name, response=r.response)
+            for r in event.function_responses
         ],
-    }
+    )
 
 
 async def transcript(request: Request, app: App, who: Principal) -> Response:
@@ -49,13 +49,8 @@ async def transcript(request: Request, app: App, who: Principal) -> Response:
     else:
         stored = await app.in_thread(_scripted_events, app, session_id, user_id)
         events = [event_from_content(e.author, e.invocation_id, e.content) for e in stored]
-    return JSONResponse(
-        {
-            "sessionId": session_id,
-            "userId": user_id,
-            "events": [event_json(e) for e in events],
-        }
-    )
+    said = [_event(e) for e in events]
+    return reply(models.Transcript(session_id=session_id, user_id=user_id, events=said))
 
 
 def _scripted_events(app: App, session_id: str, user_id: str) -> list[SessionEvent]:
@@ -81,6 +76,22 @@ async def _session_user(request: Request, app: App, who: Principal, session_id: 
     return jobs[0].user_id
 
 
-ROUTES = [
-    Route("/v1/sessions/{session_id:path}/transcript", authorized(transcript), methods=["GET"]),
-]
+OPERATIONS = (
+    Operation(
+        "GET",
+        "/v1/sessions/{session_id:path}/transcript",
+        authorized(transcript),
+        tag="sessions",
+        summary="The conversation of the caller's session (user, sessionId), once the caller has "
+        "a job in it; another user's session of that id is a 404.",
+        params=(
+            query(
+                "user",
+                "admin tokens only: whose session to read (default: the user of the session's "
+                "newest job); ignored for a user's token",
+            ),
+        ),
+        answers={200: Answer("Its events, in order.", models.Transcript)},
+        refusals=(401, 404, 503),
+    ),
+)

@@ -1,0 +1,178 @@
+"""The JSON bodies the API answers with, beyond the records of :mod:`longcall.shapes`: pages
+of lists, a record with its details, event logs, and the small answers of single actions.
+
+Handlers build these and answer with them (``_requests.reply``); ``/openapi.json`` documents
+each operation's answers with the same models, so the two cannot drift apart. Errors have
+their own shape, in :mod:`longcall.server.errors`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import pydantic
+
+from longcall.core.cron import FireOutcome
+from longcall.core.runs import RunStatus
+from longcall.shapes import (
+    Cron,
+    CronFire,
+    Event,
+    Job,
+    PendingInterrupt,
+    Run,
+    Shape,
+    Step,
+    Time,
+    ZonedTime,
+)
+
+NEXT_TIMES = 5  # fire times a schedule's details show
+RECENT_FIRES = 20  # claimed occurrences a schedule's details show
+Cursor = Annotated[
+    str | None, pydantic.Field(description="The `cursor` of the next page (null: the last page).")
+]
+
+
+# -- health -----------------------------------------------------------------------------------
+
+
+class Up(Shape):
+    status: Literal["ok"] = "ok"
+
+
+class Ready(Shape):
+    status: Literal["ready"] = "ready"
+
+
+class NotReady(Shape):
+    status: Literal["unavailable"] = "unavailable"
+    reasons: list[str]
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+class JobList(Shape):
+    jobs: list[Job]
+    next_cursor: Cursor
+
+
+class Changed(Shape):
+    """Whether an action changed the job, and the job after it."""
+
+    changed: bool
+    job: Job
+
+
+class Events(Shape):
+    """A job's or a run's event log, oldest first."""
+
+    events: list[Event]
+
+
+class HookAnswer(Shape):
+    """What became of a signed delivery."""
+
+    outcome: Literal["applied", "unchanged", "duplicate", "early", "unknown_job"]
+    job_id: str
+
+
+class FunctionCall(Shape):
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+class FunctionResponse(Shape):
+    id: str
+    name: str
+    response: dict[str, Any]
+
+
+class TranscriptEvent(Shape):
+    author: str
+    invocation_id: str
+    text: str | None
+    function_calls: list[FunctionCall]
+    function_responses: list[FunctionResponse]
+
+
+class Transcript(Shape):
+    session_id: str
+    user_id: str
+    events: list[TranscriptEvent]
+
+
+# -- runs and workers -------------------------------------------------------------------------
+
+
+class RunDetails(Run):
+    """A run with the questions it waits on and its task checkpoints."""
+
+    pending_interrupts: list[PendingInterrupt]
+    steps: list[Step]
+
+
+class RunList(Shape):
+    runs: list[Run]
+    next_cursor: Cursor
+
+
+class Worker(Shape):
+    worker_id: str
+    workflows: list[str]
+    started_at: Time
+    heartbeat_at: Time
+    expires_at: Time
+
+
+class WorkerList(Shape):
+    workers: list[Worker]
+
+
+# -- cron -------------------------------------------------------------------------------------
+
+
+class LastExecution(Shape):
+    """The latest run a schedule started, with its status now (null fields: its record was
+    pruned, or the run is gone)."""
+
+    fire_at: Time
+    outcome: FireOutcome | None
+    run_id: str | None
+    run_status: RunStatus | None
+
+
+class CronDetails(Cron):
+    """A schedule with its latest run, its next fire times and its latest occurrences."""
+
+    last_execution: Annotated[
+        LastExecution | None,
+        pydantic.Field(description="The latest run the schedule started (null: none yet)."),
+    ]
+    next_fire_times: Annotated[
+        list[ZonedTime],
+        pydantic.Field(
+            max_length=NEXT_TIMES,
+            description="The expression's next fire times after now, in the schedule's zone "
+            "and in UTC.",
+        ),
+    ]
+    recent_fires: Annotated[
+        list[CronFire],
+        pydantic.Field(
+            max_length=RECENT_FIRES, description="Its latest claimed occurrences, newest first."
+        ),
+    ]
+
+
+class CronList(Shape):
+    crons: list[Cron]
+    next_cursor: Cursor
+
+
+class CronTriggered(CronFire):
+    """The occurrence a trigger claimed, and its schedule."""
+
+    cron_id: str
