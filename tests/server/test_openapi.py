@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,7 +15,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
-from longcall.server import create_app
+from starlette.routing import Route
+
+from longcall.server import create_app, dashboard
 from longcall.webhooks import new_secret
 
 
@@ -130,3 +133,38 @@ def test_the_spec_names_every_route(tmp_path: Any, live: Any) -> None:
         "/v1/runs/{runId}/resume",
     ):
         assert path in spec["paths"]
+
+
+def _documented_path(route_path: str) -> str:
+    """``/v1/jobs/{job_id:path}`` as the spec writes it: ``/v1/jobs/{jobId}``."""
+
+    def camel(match: re.Match[str]) -> str:
+        first, *rest = match[1].split("_")
+        return "{" + first + "".join(part.title() for part in rest) + "}"
+
+    return re.sub(r"{(\w+)(?::\w+)?}", camel, route_path)
+
+
+def test_the_spec_and_the_routes_name_the_same_operations(tmp_path: Any, live: Any) -> None:
+    """Every route the app serves, but the dashboard's and the docs' own, is in the spec, and
+    every operation of the spec is a route: neither can drift from the other."""
+    app = longcall.App(f"sqlite:///{tmp_path}/spec.db")
+    web = create_app(app)
+    with live(app) as client:
+        spec = client.get("/openapi.json").json()
+    app.close()
+    pages = {(r.path, frozenset(r.methods or ())) for r in dashboard.ROUTES if isinstance(r, Route)}
+    served = {
+        (method, _documented_path(route.path))
+        for route in web.routes
+        if isinstance(route, Route)
+        and (route.path, frozenset(route.methods or ())) not in pages
+        and route.path not in ("/openapi.json", "/docs")
+        for method in route.methods or ()
+        if method != "HEAD"  # Starlette answers HEAD on every GET route
+    }
+    documented = {
+        (method.upper(), path) for path, methods in spec["paths"].items() for method in methods
+    }
+    assert served == documented
+    assert len(documented) >= 30

@@ -43,6 +43,7 @@ def page(operations: Sequence[Operation]) -> str:
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>longcall API</title>"
         '<link rel=stylesheet href="docs/static/swagger-ui/swagger-ui.css">'
         '<link rel=stylesheet href="docs/static/docs.css">'
+        '<link rel=icon href="docs/static/swagger-ui/favicon-32x32.png">'
         '<script src="docs/static/swagger-ui/swagger-ui-bundle.js" defer></script>'
         '<script src="docs/static/docs.js" defer></script></head><body>'
         '<div id="swagger-ui"><noscript><h1>longcall API</h1><p>The document is '
