@@ -61,7 +61,7 @@ def test_the_docs_render_every_operation_without_a_violation(
         blocks = page.locator(".opblock")
         expect(blocks).to_have_count(len(wanted), timeout=15000)
         shown = blocks.evaluate_all(
-                """els => els.map(e => [
+            """els => els.map(e => [
                     e.querySelector('.opblock-summary-method').textContent,
                     e.querySelector('.opblock-summary [data-path]').dataset.path])"""
         )

@@ -14,7 +14,6 @@ pytest.importorskip("longcall.server", reason="the server extra is not installed
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
-
 from starlette.routing import Route
 
 from longcall.server import create_app, dashboard
