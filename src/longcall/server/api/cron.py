@@ -57,10 +57,10 @@ from longcall.server.errors import error
 from longcall.shapes import Cron as CronShape
 from longcall.shapes import CronFire, ZonedTime, iso, zoned
 
-# -- JSON shapes ------------------------------------------------------------------------------
+# -- answers ----------------------------------------------------------------------------------
 
 
-def next_times(app: App, cron: Cron) -> list[ZonedTime]:
+def _next_times(app: App, cron: Cron) -> list[ZonedTime]:
     """The expression's next fire times after now, in the schedule's zone and in UTC (none
     when this host cannot evaluate the schedule, its zone unknown here, say)."""
     try:
@@ -70,7 +70,7 @@ def next_times(app: App, cron: Cron) -> list[ZonedTime]:
     return zoned(found, cron.timezone)
 
 
-def last_execution(app: App, cron: Cron) -> models.LastExecution | None:
+def _last_execution(app: App, cron: Cron) -> models.LastExecution | None:
     """The latest run the schedule started: when, how, and the run's status now (None for
     the time and outcome when its record was pruned, for the status when the run is gone)."""
     if cron.last_fire_at is None:
@@ -98,8 +98,8 @@ def details(app: App, cron: Cron) -> models.CronDetails:
     fires = app.store.cron_fires(cron.cron_id, limit=models.RECENT_FIRES)
     return models.CronDetails(
         **dict(CronShape.of(cron, app.store.active_run_count(cron.cron_id))),
-        last_execution=last_execution(app, cron),
-        next_fire_times=next_times(app, cron),
+        last_execution=_last_execution(app, cron),
+        next_fire_times=_next_times(app, cron),
         recent_fires=[CronFire.of(f) for f in fires],
     )
 
@@ -172,7 +172,7 @@ class Trigger(Body):
 # -- handlers ---------------------------------------------------------------------------------
 
 
-def visible(who: Principal, cron: Cron) -> bool:
+def _visible(who: Principal, cron: Cron) -> bool:
     return who.admin or (cron.user_id is not None and cron.user_id == who.user_id)
 
 
@@ -181,7 +181,7 @@ async def visible_cron(app: App, who: Principal, cron_id: str) -> Cron:
     if "\x00" in cron_id:  # no store keeps such an id (PostgreSQL refuses to compare it)
         raise CronNotFound(cron_id)
     cron = await app.crons.get_async(cron_id)
-    if not visible(who, cron):
+    if not _visible(who, cron):
         raise CronNotFound(cron_id)
     return cron
 
@@ -204,7 +204,7 @@ def _authorized(handler: Handler) -> Endpoint:
     return authorized(inner)
 
 
-def wake(request: Request) -> None:
+def _wake(request: Request) -> None:
     """Have the scheduler beside this server look at the schedules now, when whoever runs it
     put it in ``state.scheduler``; otherwise every scheduler sees the change at its next poll
     (each second by default)."""
@@ -250,7 +250,7 @@ async def create(request: Request, app: App, who: Principal) -> Response:
         user_id=body.user_id or who.user_id,
         check_workflow=True,
     )
-    wake(request)
+    _wake(request)
     return reply(await app.in_thread(details, app, cron), status_code=201)
 
 
@@ -342,7 +342,7 @@ async def update(request: Request, app: App, who: Principal) -> Response:
         changes["input"] = value
     if changes:
         cron = await app.crons.update_async(cron.cron_id, check_workflow=True, **changes)
-        wake(request)
+        _wake(request)
     return reply(await app.in_thread(details, app, cron))
 
 

@@ -64,12 +64,12 @@ async def job_stream(request: Request, app: App, who: Principal) -> Response:
     return stream(messages())
 
 
-def cursor_of(job: Job) -> str:
+def _cursor_of(job: Job) -> str:
     text = json.dumps([job.updated_at, job.job_id])
     return base64.urlsafe_b64encode(text.encode()).decode()
 
 
-def read_cursor(text: str) -> tuple[float, str] | None:
+def _read_cursor(text: str) -> tuple[float, str] | None:
     try:
         at, job_id = json.loads(base64.urlsafe_b64decode(text.encode()))
         return float(at), str(job_id)
@@ -86,7 +86,7 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
         "tool_name": q.get("tool"),
     }
     resume = request.headers.get("last-event-id") or q.get("cursor")
-    start = read_cursor(resume) if resume else None
+    start = _read_cursor(resume) if resume else None
     if resume and start is None:
         return error(422, "invalid_query", "Last-Event-ID is not a cursor this API gave", "cursor")
 
@@ -121,7 +121,7 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
             for job in fresh:
                 sent[job.job_id] = job.updated_at
                 high = max(high, job.updated_at)
-                yield message("job", JobShape.of(job), cursor_of(job))
+                yield message("job", JobShape.of(job), _cursor_of(job))
             for job_id in [k for k, at in sent.items() if at < high - LOOKBACK]:
                 del sent[job_id]
             if keepalive and not fresh:

@@ -63,7 +63,7 @@ Duration = Annotated[
 ]
 
 
-def deadline_seconds(value: str | float) -> float:
+def _deadline_seconds(value: str | float) -> float:
     """Seconds from a body's duration; ValueError says what is wrong with it."""
     seconds = parse_duration(value)
     if seconds > MAX_DEADLINE:
@@ -199,7 +199,7 @@ async def create_job(request: Request, app: App, who: Principal) -> Response:
             422, "invalid_body", "a user's token creates jobs for that user only", "userId"
         )
     try:
-        deadline = None if body.deadline is None else deadline_seconds(body.deadline)
+        deadline = None if body.deadline is None else _deadline_seconds(body.deadline)
     except ValueError as exc:
         return error(422, "invalid_body", str(exc), "deadline")
     ids = CallIds(
@@ -303,7 +303,7 @@ async def extend(request: Request, app: App, who: Principal) -> Response:
     if isinstance(body, Response):
         return body
     try:
-        seconds = deadline_seconds(body.deadline)
+        seconds = _deadline_seconds(body.deadline)
     except ValueError as exc:
         return error(422, "invalid_body", str(exc), "deadline")
     extended = await app.in_thread(app.store.extend, job.job_id, seconds)

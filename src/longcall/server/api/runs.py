@@ -56,10 +56,10 @@ MAX_KEY = RULES["idempotency_key"].max_length  # characters in an Idempotency-Ke
 STATUSES = [s.value for s in RunStatus]
 
 
-# -- JSON shapes ------------------------------------------------------------------------------
+# -- answers ----------------------------------------------------------------------------------
 
 
-def pending(run: Run, interrupts: Mapping[str, Interrupt]) -> list[Interrupt]:
+def _pending(run: Run, interrupts: Mapping[str, Interrupt]) -> list[Interrupt]:
     """The questions a waiting run waits on, in the order it asked them."""
     if run.status is not RunStatus.WAITING_INPUT:
         return []
@@ -72,7 +72,7 @@ def details(app: App, run: Run) -> models.RunDetails:
     interrupts = app.store.run_interrupts(run.run_id)
     return models.RunDetails(
         **dict(RunShape.of(run)),
-        pending_interrupts=[PendingInterrupt.of(i) for i in pending(run, interrupts)],
+        pending_interrupts=[PendingInterrupt.of(i) for i in _pending(run, interrupts)],
         steps=[Step.of(s) for s in app.store.run_steps(run.run_id)],
     )
 
@@ -100,14 +100,14 @@ class Answers(pydantic.RootModel[dict[str, Any]]):
     """Answers by continuation key: ``{"interrupt-1": value, …}``."""
 
 
-def visible(who: Principal, run: Run) -> bool:
+def _visible(who: Principal, run: Run) -> bool:
     return who.admin or (run.user_id is not None and run.user_id == who.user_id)
 
 
 async def visible_run(app: App, who: Principal, run_id: str) -> Run:
     """The run, if the caller may see it; RunNotFound (404) otherwise, either way."""
     run = await app.in_thread(app.store.get_run, run_id)
-    if not visible(who, run):
+    if not _visible(who, run):
         raise RunNotFound(run_id)
     return run
 
