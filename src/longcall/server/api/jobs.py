@@ -84,7 +84,7 @@ class CreateJob(Body):
             ),
         ),
     ] = None
-    args: dict[str, Any] = pydantic.Field(default_factory=dict)
+    args: dict[str, Any] = pydantic.Field(default={})  # pydantic copies it for each body
     deadline: Duration | None = None
     app_name: Annotated[str | None, bounded("app_name", alias="appName")] = None
     user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
