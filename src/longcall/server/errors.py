@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from starlette.responses import JSONResponse
 
 from longcall.shapes import Shape
@@ -22,3 +24,9 @@ class Error(Shape):
 def error(status: int, code: str, message: str, field: str | None = None) -> JSONResponse:
     detail = ErrorDetail(code=code, message=message, field=field)
     return JSONResponse(Error(error=detail).dumped(), status_code=status)
+
+
+def error_body(code: str, message: str) -> bytes:
+    """The JSON of an error answer, for the middleware that write their answers as bytes."""
+    detail = ErrorDetail(code=code, message=message, field=None)
+    return json.dumps(Error(error=detail).dumped()).encode()

@@ -12,24 +12,19 @@ flood of writes with a made-up token waits its turn behind its own limit, not ot
 from __future__ import annotations
 
 import hashlib
-import json
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from longcall.server.errors import error_body
 
 DEFAULT_WRITES_PER_TOKEN = 4
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 RETRY_AFTER = "1"  # seconds: writes finish in milliseconds unless the store is in trouble
 
-_429 = json.dumps(
-    {
-        "error": {
-            "code": "too_many_writes",
-            "message": "this token already has the most writes in progress it may have",
-            "field": None,
-        }
-    }
-).encode()
+_429 = error_body(
+    "too_many_writes", "this token already has the most writes in progress it may have"
+)
 
 
 def credential(scope: Scope) -> bytes | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 from typing import Literal, Protocol
 
@@ -36,6 +35,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from longcall.server.errors import error_body
+
 HEADER_TIMEOUT = 10.0
 """Seconds a client has to send a request's line and headers."""
 BODY_TIMEOUT = 30.0
@@ -44,15 +45,7 @@ BODY_TIMEOUT = 30.0
 HTTP = Literal["httptools", "h11"]
 """The uvicorn HTTP implementations :func:`protocol` can time."""
 
-_408_BODY = json.dumps(
-    {
-        "error": {
-            "code": "request_timeout",
-            "message": "the request body did not arrive in time",
-            "field": None,
-        }
-    }
-).encode()
+_408_BODY = error_body("request_timeout", "the request body did not arrive in time")
 _408 = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_408_BODY), _408_BODY)
