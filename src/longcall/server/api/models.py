@@ -2,8 +2,9 @@
 of lists, a record with its details, event logs, and the small answers of single actions.
 
 Handlers build these and answer with them (``_requests.reply``); ``/openapi.json`` documents
-each operation's answers with the same models, so the two cannot drift apart. Errors have
-their own shape, in :mod:`longcall.server.errors`.
+each operation's answers with the same models, so the two cannot drift apart. Every error has
+the shape of :class:`longcall.server.errors.Error` (refused answers to a run's questions add
+the list of problems).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pydantic
 
 from longcall.core.cron import FireOutcome
 from longcall.core.runs import RunStatus
+from longcall.server.errors import Error, ErrorDetail
 from longcall.shapes import (
     Cron,
     CronFire,
@@ -112,6 +114,21 @@ class RunDetails(Run):
 
     pending_interrupts: list[PendingInterrupt]
     steps: list[Step]
+
+
+class Problem(Shape):
+    field: str | None
+    message: str
+
+
+class AnswerRefusal(ErrorDetail):
+    errors: Annotated[list[Problem], pydantic.Field(description="Every problem, the first first.")]
+
+
+class AnswersRefused(Error):
+    """Answers that do not fit their questions: every problem, in ``errors``."""
+
+    error: AnswerRefusal
 
 
 class RunList(Shape):

@@ -46,8 +46,8 @@ from longcall.server.api.jobs import MAX_DEADLINE
 from longcall.server.api.operation import PAGE, Answer, Endpoint, Operation, header, query
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
-from longcall.server.errors import Error, ErrorDetail, error
-from longcall.shapes import Event, PendingInterrupt, Shape, Step
+from longcall.server.errors import Error, error
+from longcall.shapes import Event, PendingInterrupt, Step
 from longcall.shapes import Run as RunShape
 from longcall.workflows.answers import answer_problems
 from longcall.workflows.engine import KEY
@@ -226,34 +226,19 @@ async def cancel(request: Request, app: App, who: Principal) -> Response:
     return reply(await app.in_thread(details, app, cancelled))
 
 
-class Problem(Shape):
-    field: str | None
-    message: str
-
-
-class AnswerRefusal(ErrorDetail):
-    errors: Annotated[list[Problem], pydantic.Field(description="Every problem, the first first.")]
-
-
-class AnswersRefused(Error):
-    """Answers that do not fit their questions: every problem, in ``errors``."""
-
-    error: AnswerRefusal
-
-
 def _invalid(problems: list[dict[str, str]]) -> Response:
     errors = [
-        Problem(
+        models.Problem(
             field=p["key"] + (f".{p['path']}" if p["path"] else "") or None,
             message=p["message"],
         )
         for p in problems
     ]
     first = errors[0]
-    refusal = AnswerRefusal(
+    refusal = models.AnswerRefusal(
         code="invalid_answer", message=first.message, field=first.field, errors=errors
     )
-    return reply(AnswersRefused(error=refusal), status_code=422)
+    return reply(models.AnswersRefused(error=refusal), status_code=422)
 
 
 async def answer(request: Request, app: App, who: Principal) -> Response:
@@ -350,7 +335,7 @@ _ANSWER_REFUSALS = (400, 401, 404, 409, 413, 415, 503)  # and 422: AnswersRefuse
 _QUEUED = {
     202: Answer("Answers stored; the run is queued.", models.RunDetails),
     # The id checks refuse a path before any answer is read: their 422 is a plain Error.
-    422: Answer(_REASONS[422], (AnswersRefused, Error)),
+    422: Answer(_REASONS[422], (models.AnswersRefused, Error)),
 }
 
 
