@@ -1,7 +1,9 @@
 """The HTTP service: ``longcall serve`` (extra ``server``).
 
-So far it takes signed deliveries from outside (``POST /v1/hooks/{source}``) and answers
-health checks; the rest of the API builds on the same app.
+``api/`` is the REST API (jobs, runs, schedules, webhooks, event streams, ``/openapi.json``
+generated from its declarations and ``/docs``); ``dashboard/`` the pages a browser signs in
+to; ``app.py`` puts them together with the middleware. Both use the :class:`~longcall.App`
+and longcall's public types only.
 """
 
 try:

@@ -17,7 +17,7 @@ from longcall.agents import AgentRunner
 from longcall.app import App
 from longcall.errors import InvalidValue
 from longcall.server import api, checks, metrics
-from longcall.server.api._requests import MAX_BODY
+from longcall.server.api.requests import MAX_BODY
 from longcall.server.dashboard.routes import ROUTES as DASHBOARD_ROUTES
 from longcall.server.errors import error
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, WriteShare
@@ -71,7 +71,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(web: Starlette) -> AsyncIterator[None]:
         web.state.closing.clear()
-        app.store.retries.restart()
+        app.allow_retries()
         try:
             yield
         finally:

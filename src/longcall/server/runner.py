@@ -35,7 +35,7 @@ class Server(uvicorn.Server):
         self.web.state.closing.set()
         # Requests waiting in the store's retries (the database is away) end now with 503,
         # instead of holding the drain, and the process, for up to a minute each.
-        self.web.state.longcall.store.retries.stop()
+        self.web.state.longcall.stop_retries()
         await super().shutdown(sockets)
 
 

@@ -49,8 +49,8 @@ from longcall.errors import (
     WorkflowNotFound,
 )
 from longcall.server.api import models
-from longcall.server.api._requests import Body, Handler, authorized, body_of, reply, whole_number
 from longcall.server.api.operation import PAGE, Answer, Endpoint, Operation, query
+from longcall.server.api.requests import Body, Handler, authorized, body_of, reply, whole_number
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
 from longcall.server.errors import error
@@ -76,14 +76,14 @@ def _last_execution(app: App, cron: Cron) -> models.LastExecution | None:
     if cron.last_fire_at is None:
         return None
     # cron_fires lists those strictly before a time: the next float includes last_fire_at.
-    found = app.store.cron_fires(
+    found = app.crons.fires(
         cron.cron_id, before=math.nextafter(cron.last_fire_at, math.inf), limit=1
     )
     fire = found[0] if found and found[0].fire_at == cron.last_fire_at else None
     status = None
     if fire is not None and fire.run_id is not None:
         with contextlib.suppress(RunNotFound):  # removed from the database by hand
-            status = app.store.get_run(fire.run_id).status
+            status = app.monitor.run(fire.run_id).status
     return models.LastExecution(
         fire_at=iso(cron.last_fire_at),
         outcome=fire.outcome if fire else None,
@@ -95,9 +95,9 @@ def _last_execution(app: App, cron: Cron) -> models.LastExecution | None:
 def details(app: App, cron: Cron) -> models.CronDetails:
     """The schedule with its active runs, latest run, next fire times and recent occurrences
     (blocking: a few queries)."""
-    fires = app.store.cron_fires(cron.cron_id, limit=models.RECENT_FIRES)
+    fires = app.crons.fires(cron.cron_id, limit=models.RECENT_FIRES)
     return models.CronDetails(
-        **dict(CronShape.of(cron, app.store.active_run_count(cron.cron_id))),
+        **dict(CronShape.of(cron, app.crons.active_runs(cron.cron_id))),
         last_execution=_last_execution(app, cron),
         next_fire_times=_next_times(app, cron),
         recent_fires=[CronFire.of(f) for f in fires],
@@ -111,7 +111,7 @@ def details_json(app: App, cron: Cron) -> dict[str, Any]:
 
 def listed(app: App, crons: list[Cron]) -> list[CronShape]:
     """The schedules with their active runs (blocking: a query each)."""
-    return [CronShape.of(c, app.store.active_run_count(c.cron_id)) for c in crons]
+    return [CronShape.of(c, app.crons.active_runs(c.cron_id)) for c in crons]
 
 
 def listed_json(app: App, crons: list[Cron]) -> list[dict[str, Any]]:
@@ -187,7 +187,7 @@ async def visible_cron(app: App, who: Principal, cron_id: str) -> Cron:
 
 
 def _authorized(handler: Handler) -> Endpoint:
-    """:func:`~longcall.server.api._requests.authorized`, with the schedule refusals answered."""
+    """:func:`~longcall.server.api.requests.authorized`, with the schedule refusals answered."""
 
     async def inner(request: Request, app: App, who: Principal) -> Response:
         try:

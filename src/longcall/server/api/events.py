@@ -23,10 +23,10 @@ from starlette.responses import Response
 from longcall.app import App
 from longcall.core.jobs import Job
 from longcall.server.api import models
-from longcall.server.api._requests import authorized, whole_number
-from longcall.server.api._streams import message, stream, ticks, wants_stream
 from longcall.server.api.jobs import job_events, visible_job
 from longcall.server.api.operation import Answer, Operation, query
+from longcall.server.api.requests import authorized, whole_number
+from longcall.server.api.streams import message, stream, ticks, wants_stream
 from longcall.server.auth import Principal
 from longcall.server.errors import error
 from longcall.shapes import Event
@@ -94,7 +94,7 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
         found: list[Job] = []
         while True:
             page = await app.in_thread(
-                app.store.changed_jobs, since, after_id, limit=PAGE, **filters
+                app.monitor.changed_jobs, since, after_id, limit=PAGE, **filters
             )
             found += page
             if len(page) < PAGE:
@@ -105,7 +105,7 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
     # client saw the stream open is one it must be sent.
     sent: dict[str, float] = {}  # job id -> the version (updated_at) last sent
     if start is None:
-        newest = await app.in_thread(app.store.last_change) or 0.0
+        newest = await app.in_thread(app.monitor.last_change) or 0.0
         # From now on: what already happened is in GET /v1/jobs.
         for job in await changes(newest - LOOKBACK, ""):
             sent[job.job_id] = job.updated_at

@@ -7,11 +7,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
-from longcall.errors import LongcallError
 from longcall.server import metrics
-from longcall.server.api._requests import reply
 from longcall.server.api.models import NotReady, Ready, Up
 from longcall.server.api.operation import Answer, Operation
+from longcall.server.api.requests import reply
 
 
 async def healthz(request: Request) -> Response:
@@ -22,14 +21,7 @@ async def readyz(request: Request) -> Response:
     """Ready when the schema is current and the store is not failing: requests waiting in
     the store's retries (a database away, a disk full) make this 503 with the reason."""
     app: App = request.app.state.longcall
-    reasons = []
-    trouble = app.store.retries.trouble()
-    if trouble is not None:
-        reasons.append(trouble)
-    try:
-        await app.in_thread(app.store.check_schema)
-    except LongcallError as exc:
-        reasons.append(str(exc))
+    reasons = await app.in_thread(app.monitor.problems)
     if reasons:
         return reply(NotReady(reasons=reasons), status_code=503)
     return reply(Ready())

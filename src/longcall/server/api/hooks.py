@@ -24,9 +24,9 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.errors import StoreError, WebhookError
-from longcall.server.api._requests import read_body, reply
 from longcall.server.api.models import HookAnswer
 from longcall.server.api.operation import Answer, Operation, header
+from longcall.server.api.requests import read_body, reply
 from longcall.server.checks import bounded, nul_in_body, webhook_headers
 from longcall.server.errors import error
 from longcall.webhooks import verify
@@ -94,7 +94,7 @@ async def receive(request: Request) -> Response:
     if isinstance(headers, Response):
         return headers
     try:
-        secrets = [s.secret for s in await app.in_thread(app.store.hook_secrets, source)]
+        secrets = [s.secret for s in await app.in_thread(app.access.webhook_secrets, source)]
     except StoreError as exc:
         return error(503, "store_unavailable", f"the store cannot be read: {exc}")
     if not secrets:

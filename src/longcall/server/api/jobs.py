@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
@@ -21,17 +20,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
-from longcall.core.jobs import CallIds, FinishOutcome, Job, JobState, job_id_for, parse_duration
+from longcall.core.jobs import CallIds, FinishOutcome, Job, JobState, parse_duration
 from longcall.errors import AttachConflict, JobNotFound, NotRedeliverable
 from longcall.server.api import models
-from longcall.server.api._requests import Body, Handler, authorized, body_of, reply, whole_number
 from longcall.server.api.operation import PAGE, Answer, Operation, query
+from longcall.server.api.requests import Body, Handler, authorized, body_of, reply, whole_number
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
 from longcall.server.errors import error
 from longcall.shapes import Event
 from longcall.shapes import Job as JobShape
-from longcall.store.base import NewJob
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -209,33 +207,17 @@ async def create_job(request: Request, app: App, who: Principal) -> Response:
         body.call_id,
         body.invocation_id,
     )
-    # The work runs outside Python: no on_cancel hook to call when it is cancelled or expires,
-    # unless this server's own App has the tool with one.
-    tool = app.tools.get(body.tool_name)
-    job_id, legacy_id = f"job-{uuid.uuid4().hex}", None
-    if body.job_id is not None and who.admin:
-        job_id = body.job_id  # an admin names the stored id in full
-    elif body.job_id is not None:
-        # A user's id lives in that user's namespace, so it can neither block another
-        # user's job nor tell whether one exists.
-        job_id, legacy_id = job_id_for(body.job_id, ids.user_id), body.job_id
-    new = NewJob(
-        job_id,
-        body.tool_name,
-        body.args,
-        ids,
-        deadline,
-        cancel_hook=tool is not None and tool.on_cancel is not None,
-        legacy_id=legacy_id,
-    )
+    # An admin names the stored id in full; a user's id is a key in that user's namespace, so
+    # it can neither block another user's job nor tell whether one exists.
+    named = {"job_id" if who.admin else "key": body.job_id}
     try:
-        job, created = await app.in_thread(
-            app.store.create_job, new, holder=app.holder, dispatch_lease=0, dispatch=False
+        job, created = await app.create_job_async(
+            body.tool_name, body.args, ids=ids, deadline=deadline, **named
         )
     except AttachConflict as exc:
         return error(409, "call_taken", str(exc), "callId")
     if not who.may_see(job):
-        raise JobNotFound(new.job_id)
+        raise JobNotFound(job.job_id)
     return reply(JobShape.of(job), status_code=201 if created else 200)
 
 
@@ -306,7 +288,7 @@ async def extend(request: Request, app: App, who: Principal) -> Response:
         seconds = _deadline_seconds(body.deadline)
     except ValueError as exc:
         return error(422, "invalid_body", str(exc), "deadline")
-    extended = await app.in_thread(app.store.extend, job.job_id, seconds)
+    extended = await app.in_thread(app.extend_deadline, job.job_id, seconds)
     return _changed(extended is not None, extended or job)
 
 

@@ -40,17 +40,16 @@ from longcall.core.ids import RULES
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.errors import InvalidAnswer, RunNotFound, RunStateError, WorkflowNotFound
 from longcall.server.api import models
-from longcall.server.api._requests import Body, Handler, authorized, body_of, reply, whole_number
-from longcall.server.api._streams import message, stream, ticks, wants_stream
 from longcall.server.api.jobs import MAX_DEADLINE
 from longcall.server.api.operation import PAGE, Answer, Endpoint, Operation, header, query
+from longcall.server.api.requests import Body, Handler, authorized, body_of, reply, whole_number
+from longcall.server.api.streams import message, stream, ticks, wants_stream
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
 from longcall.server.errors import Error, error
 from longcall.shapes import Event, PendingInterrupt, Step
 from longcall.shapes import Run as RunShape
-from longcall.workflows.answers import answer_problems
-from longcall.workflows.engine import KEY
+from longcall.workflows import answer_problems, key_number
 
 MAX_KEY = RULES["idempotency_key"].max_length  # characters in an Idempotency-Key
 STATUSES = [s.value for s in RunStatus]
@@ -64,16 +63,16 @@ def _pending(run: Run, interrupts: Mapping[str, Interrupt]) -> list[Interrupt]:
     if run.status is not RunStatus.WAITING_INPUT:
         return []
     asked = [i for i in interrupts.values() if i.asked_at is not None and not i.answered]
-    return sorted(asked, key=lambda i: int(i.key.rsplit("-", 1)[1]) if KEY.match(i.key) else 0)
+    return sorted(asked, key=lambda i: key_number(i.key))
 
 
 def details(app: App, run: Run) -> models.RunDetails:
     """The run with its pending questions and its task checkpoints (blocking: two queries)."""
-    interrupts = app.store.run_interrupts(run.run_id)
+    interrupts = app.monitor.run_interrupts(run.run_id)
     return models.RunDetails(
         **dict(RunShape.of(run)),
         pending_interrupts=[PendingInterrupt.of(i) for i in _pending(run, interrupts)],
-        steps=[Step.of(s) for s in app.store.run_steps(run.run_id)],
+        steps=[Step.of(s) for s in app.monitor.run_steps(run.run_id)],
     )
 
 
@@ -106,14 +105,14 @@ def _visible(who: Principal, run: Run) -> bool:
 
 async def visible_run(app: App, who: Principal, run_id: str) -> Run:
     """The run, if the caller may see it; RunNotFound (404) otherwise, either way."""
-    run = await app.in_thread(app.store.get_run, run_id)
+    run = await app.in_thread(app.monitor.run, run_id)
     if not _visible(who, run):
         raise RunNotFound(run_id)
     return run
 
 
 def _authorized(handler: Handler) -> Endpoint:
-    """:func:`~longcall.server.api._requests.authorized`, with an unknown run answered 404."""
+    """:func:`~longcall.server.api.requests.authorized`, with an unknown run answered 404."""
 
     async def inner(request: Request, app: App, who: Principal) -> Response:
         try:
@@ -204,7 +203,7 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
         user = q["user"]
     limit = int(limit_text)
     runs = await app.in_thread(
-        app.store.list_runs,
+        app.list_runs,
         status=RunStatus(status) if status else None,
         workflow_id=q.get("workflow"),
         user_id=user,
@@ -250,7 +249,7 @@ async def answer(request: Request, app: App, who: Principal) -> Response:
     if run.status is not RunStatus.WAITING_INPUT:
         message = f"run {run.run_id!r} is {run.status.value}, not waiting for input"
         return error(409, "run_not_waiting", message, "runId")
-    interrupts = await app.in_thread(app.store.run_interrupts, run.run_id)
+    interrupts = await app.in_thread(app.monitor.run_interrupts, run.run_id)
     try:
         app.workflows.check_answers(run, interrupts, values)
     except InvalidAnswer as exc:
@@ -290,13 +289,13 @@ async def events(request: Request, app: App, who: Principal) -> Response:
     if not whole_number(start):
         return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
     if not wants_stream(request):
-        found = await app.in_thread(app.store.run_events, run.run_id, after=int(start))
+        found = await app.in_thread(app.run_event_log, run.run_id, after=int(start))
         return reply(models.Events(events=[Event.of(e) for e in found]))
 
     def look(after: int) -> tuple[list[RunEvent], Run, int]:
-        found = app.store.run_events(run.run_id, after=after)
-        current = app.store.get_run(run.run_id)
-        return found, current, len(app.store.run_steps(run.run_id))
+        found = app.run_event_log(run.run_id, after=after)
+        current = app.monitor.run(run.run_id)
+        return found, current, len(app.monitor.run_steps(run.run_id))
 
     async def messages() -> AsyncIterator[bytes]:
         after, seen = int(start), (-1.0, -1)
@@ -305,7 +304,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
             if current.status.terminal:
                 # Events committed after the read above but before the run ended.
                 found += await app.in_thread(
-                    app.store.run_events, run.run_id, after=found[-1].seq if found else after
+                    app.run_event_log, run.run_id, after=found[-1].seq if found else after
                 )
             for event in found:
                 after = event.seq

@@ -15,12 +15,11 @@ from starlette.responses import Response
 from longcall.agents import AgentEvent, TranscriptSource
 from longcall.app import App
 from longcall.server.api import models
-from longcall.server.api._requests import authorized, reply
 from longcall.server.api.operation import Answer, Operation, query
+from longcall.server.api.requests import authorized, reply
 from longcall.server.auth import Principal
 from longcall.server.errors import error
-from longcall.testing.scripted import event_from_content
-from longcall.testing.transcripts import SessionEvent, Transcripts
+from longcall.testing.scripted import stored_transcript
 
 
 def _event(event: AgentEvent) -> models.TranscriptEvent:
@@ -47,14 +46,11 @@ async def transcript(request: Request, app: App, who: Principal) -> Response:
     if isinstance(agent, TranscriptSource):
         events = await agent.transcript(user_id=user_id, session_id=session_id)
     else:
-        stored = await app.in_thread(_scripted_events, app, session_id, user_id)
-        events = [event_from_content(e.author, e.invocation_id, e.content) for e in stored]
+        events = await app.in_thread(
+            lambda: stored_transcript(app, session_id=session_id, user_id=user_id)
+        )
     said = [_event(e) for e in events]
     return reply(models.Transcript(session_id=session_id, user_id=user_id, events=said))
-
-
-def _scripted_events(app: App, session_id: str, user_id: str) -> list[SessionEvent]:
-    return Transcripts(app.store).events(session_id, user_id=user_id)
 
 
 async def _session_user(request: Request, app: App, who: Principal, session_id: str) -> str | None:

@@ -14,9 +14,9 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.core.workers import WorkerInfo
-from longcall.server.api._requests import authorized, reply
 from longcall.server.api.models import Worker, WorkerList
 from longcall.server.api.operation import Answer, Operation
+from longcall.server.api.requests import authorized, reply
 from longcall.server.auth import Principal
 from longcall.shapes import iso
 
@@ -37,7 +37,7 @@ def runnable(workers: Iterable[WorkerInfo]) -> set[str]:
 
 
 async def list_workers(request: Request, app: App, who: Principal) -> Response:
-    workers = await app.in_thread(app.store.live_workers)
+    workers = await app.in_thread(app.monitor.workers)
     return reply(WorkerList(workers=[_worker(w) for w in workers]))
 
 

@@ -2,7 +2,7 @@
 templates as the page, each piece carrying the id of the element it replaces (htmx's SSE
 extension swaps them in, out of band). Nothing is rendered in the browser.
 
-A stream polls on the cadence of the API's streams (:mod:`longcall.server.events`) and ends
+A stream polls on the cadence of the API's streams (:mod:`longcall.server.api.events`) and ends
 with them when the server shuts down; it sends "live" in the header first, and ends itself
 (telling the page to stop reconnecting) once what it shows can no longer change.
 """
@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from longcall.errors import StoreError
-from longcall.server import events
+from longcall.server.api import streams
 from longcall.server.dashboard._render import fragment
 
 NOTHING = Markup()
@@ -48,7 +48,7 @@ def stream(request: Request, step: Step) -> StreamingResponse:
 
     async def messages() -> AsyncIterator[bytes]:
         first = True
-        async for keepalive in events._ticks(request):
+        async for keepalive in streams.ticks(request):
             try:
                 update = await step()
             except StoreError:
@@ -68,4 +68,4 @@ def stream(request: Request, step: Step) -> StreamingResponse:
             elif keepalive:
                 yield b": keepalive\n\n"
 
-    return events._stream(request, messages())
+    return streams.stream(messages())

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from longcall.agents import AgentEvent, TranscriptSource
 from longcall.app import App
 from longcall.core.jobs import Job, JobEvent
+from longcall.server.api.jobs import visible_job
 from longcall.server.auth import Principal
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._render import (
@@ -31,7 +32,6 @@ from longcall.server.dashboard._render import (
     log_rows,
     page,
 )
-from longcall.server.jobs import visible_job
 from longcall.shapes import job_json
 from longcall.testing.scripted import stored_transcript
 

@@ -13,6 +13,8 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.core.jobs import JobState
+from longcall.server.api.events import LOOKBACK
+from longcall.server.api.jobs import search_problem, visible_job
 from longcall.server.auth import Principal
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._render import (
@@ -23,8 +25,6 @@ from longcall.server.dashboard._render import (
     query,
 )
 from longcall.server.errors import error
-from longcall.server.events import LOOKBACK
-from longcall.server.jobs import search_problem, visible_job
 from longcall.shapes import job_json
 
 STATES = [s.value for s in JobState]

@@ -4,7 +4,7 @@
 from the address (proxies and histories keep addresses), and a POST that the browser says
 comes from another origin is refused before the token is read, so no other page can log a
 browser in under its own token. A good token makes a server-side login
-(:mod:`longcall.store._logins`) whose random id, not the token, goes in the cookie; ``POST
+(``app.access``) whose random id, not the token, goes in the cookie; ``POST
 /logout`` (with the page's CSRF token) deletes it, so the cookie is worthless afterwards.
 """
 
@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from longcall.app import App
 from longcall.errors import StoreError
+from longcall.server.api.requests import read_body
 from longcall.server.dashboard._render import HEADERS, message_page, page
 from longcall.server.dashboard.login_cookie import (
     CSRF_FIELD,
@@ -26,7 +27,6 @@ from longcall.server.dashboard.login_cookie import (
     csrf_matches,
     foreign,
 )
-from longcall.server.hooks import read_body
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FORM = 4096

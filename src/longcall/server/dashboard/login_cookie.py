@@ -1,7 +1,7 @@
 """The dashboard's login cookie, and what a request it authenticates must show besides.
 
 The cookie ``longcall_login`` holds a random login id (the store keeps only its digest, see
-:mod:`longcall.store._logins`), never the bearer token. A browser sends it with every request
+``app.access``), never the bearer token. A browser sends it with every request
 to this host, whichever page asked: SameSite=Strict keeps it from other sites' requests, but
 a page on this host at another port is the same site, and cookies are not kept apart by
 port. So a write (any method but GET, HEAD and OPTIONS) that the cookie authenticates must

@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.core.runs import Run, RunEvent, RunStatus
-from longcall.server import runs as run_api
+from longcall.server.api import runs as run_api
 from longcall.server.auth import Principal
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._render import (

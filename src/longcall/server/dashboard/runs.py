@@ -12,13 +12,13 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.core.runs import RunStatus
-from longcall.server import runs as run_api
+from longcall.server.api import runs as run_api
+from longcall.server.api.workers import runnable
 from longcall.server.auth import Principal
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._poll import Throttle
 from longcall.server.dashboard._render import PAGE_SIZE, filter_links, fragment, page, query
 from longcall.server.errors import error
-from longcall.server.workers import runnable
 from longcall.shapes import run_json
 
 

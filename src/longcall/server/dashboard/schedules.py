@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from longcall.app import App
-from longcall.server import cron as cron_api
+from longcall.server.api import cron as cron_api
 from longcall.server.auth import Principal
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._poll import Throttle
