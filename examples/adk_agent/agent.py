@@ -65,8 +65,9 @@ agent = LlmAgent(
     tools=[export],
     instruction="Export the user's data with export_data when asked.",
 )
+plugin = LongcallPlugin(jobs)
 runner = Runner(
-    app=AdkApp(name="exports", root_agent=agent, plugins=[LongcallPlugin(jobs)]),
+    app=AdkApp(name="exports", root_agent=agent, plugins=[plugin]),
     session_service=SqliteSessionService(SESSIONS),
 )
 
@@ -81,6 +82,10 @@ async def say(text: str) -> None:
         for part in event.content.parts if event.content and event.content.parts else []:
             if part.text:
                 print(f"agent: {part.text}", flush=True)
+    # The plugin gives the session's lease back as the run ends, without holding it up; wait
+    # for that here, so a script stopped right after the turn leaves the session free (else
+    # the next delivery waits for the lease to run out, a minute by default).
+    await plugin.settled()
 
 
 async def delivered(job_id: str) -> None:
