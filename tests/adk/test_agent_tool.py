@@ -25,10 +25,10 @@ from google.adk.agents import LlmAgent  # noqa: E402
 from google.adk.apps import App as AdkApp  # noqa: E402
 from google.adk.events.event import Event  # noqa: E402
 from google.adk.runners import Runner  # noqa: E402
-from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.adk.tools.agent_tool import AgentTool  # noqa: E402
 from google.genai import types  # noqa: E402
 
+from adk.session_files import sqlite_session_service  # noqa: E402
 from longcall.core.jobs import CallIds, Delivery, Job, JobState  # noqa: E402
 
 # google-adk 2.13's own AgentTool hands the caller's plugins to its nested Runner through the
@@ -70,7 +70,7 @@ class Desk:
 
     def __init__(self, db_url: str, directory: Path, root: LlmAgent, app: longcall.App) -> None:
         self.app = app
-        self.sessions = SqliteSessionService(str(directory / "adk-sessions.db"))
+        self.sessions = sqlite_session_service(directory / "adk-sessions.db")
         self.runner = Runner(
             app=AdkApp(name=APP_NAME, root_agent=root, plugins=[adk.LongcallPlugin(app)]),
             session_service=self.sessions,

@@ -27,10 +27,10 @@ from google.adk.apps import App as AdkApp  # noqa: E402
 from google.adk.runners import Runner  # noqa: E402
 from google.adk.sessions import InMemorySessionService  # noqa: E402
 from google.adk.sessions.base_session_service import BaseSessionService  # noqa: E402
-from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.adk.tools.long_running_tool import LongRunningFunctionTool  # noqa: E402
 from google.genai import types  # noqa: E402
 
+from adk.session_files import sqlite_session_service  # noqa: E402
 from longcall.core.jobs import CallIds, Delivery, Job  # noqa: E402
 from longcall.store import NewJob  # noqa: E402
 from longcall.worker import Worker  # noqa: E402
@@ -72,7 +72,7 @@ class TwoApps:
 
     def __init__(self, db_url: str, directory: Path) -> None:
         self.app = longcall.App(db_url)
-        self.sessions = SqliteSessionService(str(directory / "adk-sessions.db"))
+        self.sessions = sqlite_session_service(directory / "adk-sessions.db")
         export = adk.long_running_tool(
             self.app, export_data, key="export:{session_id}:{export_type}"
         )

@@ -39,11 +39,11 @@ from google.adk.models.llm_request import LlmRequest  # noqa: E402
 from google.adk.runners import Runner  # noqa: E402
 from google.adk.sessions import InMemorySessionService  # noqa: E402
 from google.adk.sessions.base_session_service import BaseSessionService  # noqa: E402
-from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
 from google.adk.tools.long_running_tool import LongRunningFunctionTool  # noqa: E402
 from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
+from adk.session_files import sqlite_session_service  # noqa: E402
 from longcall.agents import FunctionResponse, Message  # noqa: E402
 from longcall.core.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
 from longcall.errors import StoreUnavailable  # noqa: E402
@@ -147,7 +147,7 @@ def make_sessions(kind: str, directory: Path) -> BaseSessionService:
     if kind == "memory":
         return InMemorySessionService()
     if kind == "sqlite":
-        return SqliteSessionService(str(directory / "adk-sessions.db"))
+        return sqlite_session_service(directory / "adk-sessions.db")
     from google.adk.sessions import DatabaseSessionService
 
     return DatabaseSessionService(f"sqlite+aiosqlite:///{directory / 'adk-sessions-sa.db'}")
