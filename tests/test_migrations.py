@@ -104,6 +104,11 @@ def pg_catalog(url: str) -> dict[str, Any]:
             "pg_get_function_result(p.oid), p.provolatile::text, p.prosrc FROM pg_proc p "
             "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
         ),
+        "triggers": q(
+            "SELECT c.relname::text, t.tgname::text, pg_get_triggerdef(t.oid) FROM pg_trigger t "
+            "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'public' AND NOT t.tgisinternal"
+        ),
         "version": q("SELECT MAX(version) FROM lc_migrations"),
     }
 
@@ -187,15 +192,21 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_workers",
         "lc_logins",
         "lc_migrations",
+        "lc_job_counts",
     }
     job_fields = set(longcall.Job.__dataclass_fields__)
     if empty_db.dialect == "sqlite":
         assert {n for k, n, _, _ in in_one_step["objects"] if k == "table"} == expected_tables
+        triggers = {n for k, n, _, _ in in_one_step["objects"] if k == "trigger"}
         job_columns = {c[1] for c in in_one_step["columns"]["lc_jobs"]}
     else:
-        assert {t for t, _ in in_one_step["tables"]} == expected_tables
+        assert {t for t, _ in in_one_step["tables"]} == expected_tables | {"lc_job_count_changes"}
         job_columns = {c for t, c, *_ in in_one_step["columns"] if t == "lc_jobs"}
-        assert [f[0] for f in in_one_step["functions"]] == ["lc_now"]
+        assert [f[0] for f in in_one_step["functions"]] == ["lc_count_job_change", "lc_now"]
+        triggers = {n for _, n, _ in in_one_step["triggers"]}
+    assert triggers == {"lc_jobs_counted", "lc_jobs_recounted"} | (
+        {"lc_jobs_uncounted"} if empty_db.dialect == "sqlite" else set()
+    )
     assert job_fields <= job_columns
 
 

@@ -1,12 +1,13 @@
 """What the dashboard, the metrics and the health checks read: job counts and changes, live
 workers, the runs doing a job, a run's parts, and whether the database is in trouble.
 
-``app.monitor`` reads only; everything here is one statement (or a check) on the store.
+``app.monitor`` reads, one statement (or a check) on the store each, but for the job counts,
+which fold the changes counted lately first.
 """
 
 from __future__ import annotations
 
-from longcall.core.jobs import Job
+from longcall.core.jobs import Delivery, Job, JobPage, JobState
 from longcall.core.runs import Interrupt, Run, Step
 from longcall.core.workers import WorkerInfo
 from longcall.errors import LongcallError
@@ -22,8 +23,41 @@ class Monitor:
     # -- jobs --------------------------------------------------------------------------
 
     def job_counts(self) -> dict[tuple[str, str], int]:
-        """Jobs by (state, delivery)."""
-        return self._runtime.store.counts()
+        """Jobs by (state, delivery), as kept while jobs change: a few rows to read, however
+        many jobs there are. The changes counted since the worker's sweeper last folded them
+        are folded first, so a server without a worker in its process reads a few rows too."""
+        store = self._runtime.store
+        store.fold_counts()
+        return store.counts()
+
+    def job_page(
+        self,
+        *,
+        state: JobState | None = None,
+        tool_name: str | None = None,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        delivery: Delivery | None = None,
+        text: str | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """A page of jobs, newest first, and where the next page starts: what a listing shows.
+
+        Unlike ``app.list_jobs``, a search (``text``) reads a bounded window of jobs per page
+        (:data:`~longcall.store.SEARCH_WINDOW`), so its cost does not grow with the table; a
+        page may then hold fewer than ``limit`` jobs and still have a next one.
+        """
+        return self._runtime.store.page_jobs(
+            state=state,
+            tool_name=tool_name,
+            session_id=session_id,
+            user_id=user_id,
+            delivery=delivery,
+            text=text,
+            before=before,
+            limit=limit,
+        )
 
     def changed_jobs(
         self,

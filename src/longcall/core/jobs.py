@@ -158,6 +158,15 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class JobPage:
+    """A page of a listing, newest first, and the (created_at, job_id) the next page starts
+    before: None when there is no next page."""
+
+    jobs: list[Job]
+    next: tuple[float, str] | None
+
+
+@dataclass(frozen=True, slots=True)
 class JobEvent:
     """One entry of a job's append-only log."""
 

@@ -6,10 +6,11 @@ from urllib.parse import parse_qsl, urlsplit
 
 from longcall.core.clock import Clock
 from longcall.errors import ConfigError
+from longcall.store._listings import SEARCH_WINDOW
 from longcall.store.base import NewJob, OutboxItem, Store
 from longcall.store.queries import latest_version
 
-__all__ = ["NewJob", "OutboxItem", "Store", "latest_version", "open_store"]
+__all__ = ["SEARCH_WINDOW", "NewJob", "OutboxItem", "Store", "latest_version", "open_store"]
 
 
 def open_store(url: str, clock: Clock) -> Store:

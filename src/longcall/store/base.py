@@ -35,6 +35,7 @@ from longcall.errors import (
 )
 from longcall.store import queries as sql
 from longcall.store._hooks import HookOps
+from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
 from longcall.store._sessions import SessionOps
 from longcall.store._tokens import TokenOps
@@ -45,8 +46,8 @@ from longcall.store.core import (
     StoreCore,
     T,
     Tx,
-    contains_pattern,
     dumps,
+    job_from_row,
     loads,
 )
 from longcall.store.cron import CronOps
@@ -121,45 +122,7 @@ class OutboxItem:
     attempts: int
 
 
-_STATES = {state.value: state for state in JobState}
-_DELIVERIES = {delivery.value: delivery for delivery in Delivery}
-
-
-def job_from_row(row: Row) -> Job:
-    """The one place a job row becomes a :class:`Job` (on every operation: kept lean)."""
-    return Job(
-        job_id=row["job_id"],
-        tool_name=row["tool_name"],
-        state=_STATES[row["state"]],
-        args=loads(row["args"]) or {},
-        result=loads(row["result"]),
-        app_name=row["app_name"],
-        user_id=row["user_id"],
-        session_id=row["session_id"],
-        call_id=row["call_id"],
-        invocation_id=row["invocation_id"],
-        pending_message=row["pending_message"],
-        pending_fields=loads(row["pending_fields"]),
-        progress=loads(row["progress"]),
-        progress_seq=row["progress_seq"],
-        notify_seq=row["notify_seq"],
-        notified_seq=row["notified_seq"],
-        deadline_at=row["deadline_at"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        finished_at=row["finished_at"],
-        delivered_at=row["delivered_at"],
-        delivery=_DELIVERIES[row["delivery"]],
-        available_at=row["available_at"],
-        claim_holder=row["claim_holder"],
-        attempts=row["attempts"],
-        last_error=row["last_error"],
-        attached_at=row["attached_at"],
-        claim_fence=row["claim_fence"],
-    )
-
-
-class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps):
+class Store(ListingOps, SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps):
     """The job table and its companions, on one database."""
 
     dialect: str
@@ -942,65 +905,6 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             raise JobNotFound(job_id)
         return job_from_row(row)
 
-    def list_jobs(
-        self,
-        *,
-        state: JobState | None = None,
-        tool_name: str | None = None,
-        session_id: str | None = None,
-        user_id: str | None = None,
-        delivery: Delivery | None = None,
-        text: str | None = None,
-        before: tuple[float, str] | None = None,
-        limit: int = 50,
-    ) -> list[Job]:
-        """Newest first; ``before`` is the (created_at, job_id) of the last job of a page.
-
-        ``text`` keeps the jobs whose id, tool, session, user, call id or arguments (as JSON)
-        contain it, in any case of ASCII letters (PostgreSQL: of any letters); ``%``, ``_``
-        and ``\\`` in it are taken literally.
-        """
-        params = {
-            "state": state.value if state else None,
-            "tool_name": tool_name,
-            "session_id": session_id,
-            "user_id": user_id,
-            "delivery": delivery.value if delivery else None,
-            "pattern": contains_pattern(text) if text else None,
-            "before_created": before[0] if before else None,
-            "before_id": before[1] if before else None,
-            "limit": limit,
-        }
-        rows = self._transact(lambda tx: tx.all("list_jobs", **params), write=False)
-        return [job_from_row(r) for r in rows]
-
-    def changed_jobs(
-        self,
-        since: float,
-        after_id: str = "",
-        *,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        tool_name: str | None = None,
-        limit: int = 200,
-    ) -> list[Job]:
-        """Jobs whose last change is after (``since``, ``after_id``), oldest change first."""
-        params = {
-            "since": since,
-            "after_id": after_id,
-            "user_id": user_id,
-            "session_id": session_id,
-            "tool_name": tool_name,
-            "limit": limit,
-        }
-        rows = self._transact(lambda tx: tx.all("changed_jobs", **params), write=False)
-        return [job_from_row(r) for r in rows]
-
-    def last_change(self) -> float | None:
-        """When the most recently changed job changed (None with no jobs)."""
-        row = self._transact(lambda tx: tx.one("last_change"), write=False)
-        return None if row is None or row["at"] is None else float(row["at"])
-
     def job_events(self, job_id: str, *, after: int = 0) -> list[JobEvent]:
         rows = self._transact(
             lambda tx: tx.all("job_events", job_id=job_id, after=after), write=False
@@ -1009,11 +913,6 @@ class Store(SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps)
             JobEvent(r["job_id"], r["seq"], r["kind"], loads(r["data"]), r["created_at"])
             for r in rows
         ]
-
-    def counts(self) -> dict[tuple[str, str], int]:
-        """Jobs by (state, delivery)."""
-        rows = self._transact(lambda tx: tx.all("count_jobs"), write=False)
-        return {(r["state"], r["delivery"]): r["n"] for r in rows}
 
     def _event(self, tx: Tx, job_id: str, kind: str, data: Any, now: float | None) -> None:
         seq = tx.one("bump_event_seq", job_id=job_id)

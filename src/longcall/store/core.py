@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from longcall.core.clock import Clock
+from longcall.core.jobs import Delivery, Job, JobState
 from longcall.errors import InvalidValue, StoreUnavailable
 from longcall.store import queries as sql
 
@@ -183,3 +184,41 @@ class StoreCore(ABC):
     def _runs_queued(self) -> None:
         for listener in list(self.run_listeners):
             listener()
+
+
+_STATES = {state.value: state for state in JobState}
+_DELIVERIES = {delivery.value: delivery for delivery in Delivery}
+
+
+def job_from_row(row: Row) -> Job:
+    """The one place a job row becomes a :class:`Job` (on every operation: kept lean)."""
+    return Job(
+        job_id=row["job_id"],
+        tool_name=row["tool_name"],
+        state=_STATES[row["state"]],
+        args=loads(row["args"]) or {},
+        result=loads(row["result"]),
+        app_name=row["app_name"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        call_id=row["call_id"],
+        invocation_id=row["invocation_id"],
+        pending_message=row["pending_message"],
+        pending_fields=loads(row["pending_fields"]),
+        progress=loads(row["progress"]),
+        progress_seq=row["progress_seq"],
+        notify_seq=row["notify_seq"],
+        notified_seq=row["notified_seq"],
+        deadline_at=row["deadline_at"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        finished_at=row["finished_at"],
+        delivered_at=row["delivered_at"],
+        delivery=_DELIVERIES[row["delivery"]],
+        available_at=row["available_at"],
+        claim_holder=row["claim_holder"],
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        attached_at=row["attached_at"],
+        claim_fence=row["claim_fence"],
+    )

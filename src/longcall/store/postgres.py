@@ -96,7 +96,7 @@ def _execute(
     check_params(params)
     if query in PLANNED_WITH_VALUES:
         cur = psycopg.ClientCursor(conn, row_factory=dict_row)
-        cur.execute(sql, params, prepare=False)
+        cur.execute(as_sent(sql, params), params, prepare=False)
         return cur
     cur.execute(as_sent(sql, params), params)
     return cur

@@ -20,6 +20,7 @@ DIALECTS = ("sqlite", "postgres")
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 _QUERIES = re.compile(r"^queries(_\w+)?\.sql$")
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.sql$")
+_OPTIONAL = re.compile(r"^\s*/\*if (\w+)\*/.*$\n?", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +75,29 @@ def queries(dialect: str) -> dict[str, str]:
 # plan each. Listings keep their parameters: their filters want the custom plans.
 LIMIT_MARK = "{limit}"
 
-# The listings: optional filters (``%(x)s IS NULL OR col = %(x)s``) and a LIMIT parameter,
-# whose best plan depends on which filters are given. PostgreSQL's store plans every other
-# statement once per connection (a generic plan); these it sends with their values written
-# in, planned afresh each time, as they always were.
+# A line of a listing that starts with ``/*if x*/`` is sent only when the parameter ``x`` is
+# given (not None): each set of filters gets a statement of its own, which the planner can
+# serve from the index that fits. Written as ``(x IS NULL OR col = x)``, a filter kept SQLite
+# on a scan of the whole table whatever was given.
+OPTIONAL_MARK = "/*if "
+
+# The listings: their best plan depends on which filters are given and on their values, so
+# PostgreSQL's store sends them with their values written in, planned afresh each time, where
+# it plans every other statement once per connection (a generic plan).
 PLANNED_WITH_VALUES = frozenset(
-    {"list_jobs", "changed_jobs", "list_runs", "list_cron", "cron_fires"}
+    {"list_jobs", "search_jobs", "changed_jobs", "list_runs", "list_cron", "cron_fires"}
 )
+
+
+@lru_cache(maxsize=512)
+def with_filters(sql: str, given: frozenset[str]) -> str:
+    """``sql`` without its optional lines (:data:`OPTIONAL_MARK`) whose parameter is not in
+    ``given``, and without the marks of those it keeps."""
+
+    def keep(line: re.Match[str]) -> str:
+        return line[0].replace(f"{OPTIONAL_MARK}{line[1]}*/", "", 1) if line[1] in given else ""
+
+    return _OPTIONAL.sub(keep, sql)
 
 
 @lru_cache(maxsize=256, typed=True)  # typed: True and 2.0 must not find 1's and 2's text
@@ -97,8 +114,12 @@ def with_limit(sql: str, limit: int) -> str:
 
 
 def as_sent(sql: str, params: Mapping[str, Any]) -> str:
-    """The text a statement is sent as: with its LIMIT written in from ``params["limit"]``
-    (:func:`with_limit`) where it carries the :data:`LIMIT_MARK`, else as it is."""
+    """The text a statement is sent as: only the optional lines whose parameter is given
+    (:func:`with_filters`), and its LIMIT written in from ``params["limit"]``
+    (:func:`with_limit`) where it carries the :data:`LIMIT_MARK`."""
+    if OPTIONAL_MARK in sql:
+        given = frozenset(name for name, value in params.items() if value is not None)
+        sql = with_filters(sql, given)
     return with_limit(sql, params["limit"]) if LIMIT_MARK in sql else sql
 
 

@@ -24,6 +24,7 @@ from longcall.core.clock import Clock
 from longcall.core.ids import check_params
 from longcall.errors import ConfigError, InvalidValue, SchemaError, StoreError, StoreUnavailable
 from longcall.store.base import Row, Store, Tx
+from longcall.store.queries import as_sent
 
 T = TypeVar("T")
 
@@ -40,7 +41,7 @@ class _Tx:
     def one(self, query: str, **params: Any) -> Row | None:
         check_params(params)
         # fetchall: a RETURNING statement must be read to its end before the commit.
-        rows = self._conn.execute(self._queries[query], params).fetchall()
+        rows = self._conn.execute(as_sent(self._queries[query], params), params).fetchall()
         return cast(Row, rows[0]) if rows else None
 
     def all(self, query: str, **params: Any) -> list[Row]:
@@ -48,13 +49,13 @@ class _Tx:
         # in order, and the rows of all of them come back.
         check_params(params)
         rows: list[Row] = []
-        for statement in _statements(self._queries[query]):
+        for statement in _statements(as_sent(self._queries[query], params)):
             rows += self._conn.execute(statement, params).fetchall()
         return rows
 
     def run(self, query: str, **params: Any) -> int:
         check_params(params)
-        return self._conn.execute(self._queries[query], params).rowcount
+        return self._conn.execute(as_sent(self._queries[query], params), params).rowcount
 
 
 def split_statements(script: str) -> list[str]:

@@ -249,24 +249,74 @@ ORDER BY deadline_at LIMIT {limit}
 FOR UPDATE SKIP LOCKED;
 
 -- name: list_jobs
+-- Each filter line is sent only when its value is given (queries.OPTIONAL_MARK), and the
+-- statement with its values written in (queries.PLANNED_WITH_VALUES).
 SELECT * FROM lc_jobs
-WHERE (%(state)s::text IS NULL OR state = %(state)s)
-  AND (%(tool_name)s::text IS NULL OR tool_name = %(tool_name)s)
-  AND (%(session_id)s::text IS NULL OR session_id = %(session_id)s)
-  AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
-  AND (%(delivery)s::text IS NULL OR delivery = %(delivery)s)
+WHERE TRUE
+  /*if state*/ AND state = %(state)s
+  /*if tool_name*/ AND tool_name = %(tool_name)s
+  /*if session_id*/ AND session_id = %(session_id)s
+  /*if user_id*/ AND user_id = %(user_id)s
+  /*if delivery*/ AND delivery = %(delivery)s
   -- The search box: a pattern with the user's % _ and \ escaped, any case.
-  AND (%(pattern)s::text IS NULL OR job_id ILIKE %(pattern)s ESCAPE '\'
-       OR tool_name ILIKE %(pattern)s ESCAPE '\' OR session_id ILIKE %(pattern)s ESCAPE '\'
-       OR user_id ILIKE %(pattern)s ESCAPE '\' OR call_id ILIKE %(pattern)s ESCAPE '\'
-       OR args::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(before_created)s::float8 IS NULL OR created_at < %(before_created)s
-       OR (created_at = %(before_created)s AND job_id < %(before_id)s))
+  /*if pattern*/ AND (job_id ILIKE %(pattern)s ESCAPE '\'
+  /*if pattern*/      OR tool_name ILIKE %(pattern)s ESCAPE '\' OR session_id ILIKE %(pattern)s ESCAPE '\'
+  /*if pattern*/      OR user_id ILIKE %(pattern)s ESCAPE '\' OR call_id ILIKE %(pattern)s ESCAPE '\'
+  /*if pattern*/      OR args::text ILIKE %(pattern)s ESCAPE '\')
+  /*if before_created*/ AND (created_at < %(before_created)s
+  /*if before_created*/      OR (created_at = %(before_created)s AND job_id < %(before_id)s))
 ORDER BY created_at DESC, job_id DESC
 LIMIT %(limit)s;
 
+-- name: search_jobs
+-- A search that reads at most %(window)s jobs (the newest that pass the filters, from the
+-- cursor on), whatever the size of the table: the matches among them, newest first, and the
+-- last job read (nth = %(window)s) when the window was full, where the next search goes on.
+SELECT * FROM (
+    SELECT jobs.*, ROW_NUMBER() OVER (ORDER BY created_at DESC, job_id DESC) AS nth,
+           (job_id ILIKE %(pattern)s ESCAPE '\' OR tool_name ILIKE %(pattern)s ESCAPE '\'
+            OR session_id ILIKE %(pattern)s ESCAPE '\' OR user_id ILIKE %(pattern)s ESCAPE '\'
+            OR call_id ILIKE %(pattern)s ESCAPE '\' OR args::text ILIKE %(pattern)s ESCAPE '\')
+               IS TRUE AS hit
+    FROM (
+        SELECT * FROM lc_jobs
+        WHERE TRUE
+          /*if state*/ AND state = %(state)s
+          /*if tool_name*/ AND tool_name = %(tool_name)s
+          /*if session_id*/ AND session_id = %(session_id)s
+          /*if user_id*/ AND user_id = %(user_id)s
+          /*if delivery*/ AND delivery = %(delivery)s
+          /*if before_created*/ AND (created_at < %(before_created)s
+          /*if before_created*/      OR (created_at = %(before_created)s AND job_id < %(before_id)s))
+        ORDER BY created_at DESC, job_id DESC
+        LIMIT %(window)s
+    ) AS jobs
+) AS scanned
+WHERE hit OR nth = %(window)s
+ORDER BY created_at DESC, job_id DESC
+LIMIT %(limit)s + 1;
+
 -- name: count_jobs
-SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
+-- Kept by the triggers of schema 14: the folded counts and the changes not yet folded, read
+-- in one snapshot.
+SELECT state, delivery, SUM(n)::bigint AS n FROM (
+    SELECT state, delivery, n FROM lc_job_counts
+    UNION ALL
+    SELECT state, delivery, n FROM lc_job_count_changes
+) AS counted
+GROUP BY state, delivery
+HAVING SUM(n) <> 0;
+
+-- name: fold_job_counts
+-- The changes counted so far, added to lc_job_counts and gone from lc_job_count_changes, in
+-- one statement. A fold that runs at the same time waits on the rows this one deletes and
+-- then skips them; the counts rows are taken in one order, so two folds cannot deadlock.
+WITH moved AS (
+    DELETE FROM lc_job_count_changes RETURNING state, delivery, n
+)
+INSERT INTO lc_job_counts (state, delivery, n)
+SELECT state, delivery, SUM(n) FROM moved GROUP BY state, delivery ORDER BY state, delivery
+ON CONFLICT (state, delivery) DO UPDATE SET n = lc_job_counts.n + excluded.n;
 
 -- name: take_session_lease
 -- Every take raises the session's fence, a renewal by the same holder too: a delivery still

@@ -273,3 +273,42 @@ CREATE TABLE lc_logins (
     expires_at  DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX lc_logins_expires ON lc_logins (expires_at);
+
+-- Schema 14: listings and metrics flat in the size of the table.
+CREATE INDEX lc_jobs_user_created ON lc_jobs (user_id, created_at, job_id);
+CREATE INDEX lc_jobs_tool_created ON lc_jobs (tool_name, created_at, job_id);
+CREATE INDEX lc_jobs_session_created ON lc_jobs (session_id, created_at, job_id);
+-- Jobs by (state, delivery), kept as jobs change: GET /metrics reads these few rows instead of
+-- counting the table. Many transactions change jobs at once here, and one counter row each
+-- would make them wait on each other: each change appends +1 and -1 rows to
+-- lc_job_count_changes, and folding those into lc_job_counts (the sweeper, and each reading
+-- of the counts) keeps that table short.
+CREATE TABLE lc_job_counts (
+    state    TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    n        BIGINT NOT NULL,
+    PRIMARY KEY (state, delivery)
+);
+CREATE TABLE lc_job_count_changes (
+    state    TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    n        INTEGER NOT NULL
+);
+INSERT INTO lc_job_counts (state, delivery, n)
+SELECT state, delivery, COUNT(*) FROM lc_jobs GROUP BY state, delivery;
+CREATE FUNCTION lc_count_job_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        INSERT INTO lc_job_count_changes (state, delivery, n) VALUES (OLD.state, OLD.delivery, -1);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO lc_job_count_changes (state, delivery, n) VALUES (NEW.state, NEW.delivery, 1);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER lc_jobs_counted AFTER INSERT OR DELETE ON lc_jobs
+    FOR EACH ROW EXECUTE FUNCTION lc_count_job_change();
+CREATE TRIGGER lc_jobs_recounted AFTER UPDATE OF state, delivery ON lc_jobs
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.delivery IS DISTINCT FROM NEW.delivery)
+    EXECUTE FUNCTION lc_count_job_change();

@@ -234,24 +234,59 @@ SELECT * FROM lc_jobs WHERE state = 'started' AND deadline_at <= :now
 ORDER BY deadline_at LIMIT :limit;
 
 -- name: list_jobs
+-- Each filter line is sent only when its value is given (queries.OPTIONAL_MARK): SQLite
+-- plans `(:x IS NULL OR col = :x)` as a scan of the whole table, whatever :x is.
 SELECT * FROM lc_jobs
-WHERE (:state IS NULL OR state = :state)
-  AND (:tool_name IS NULL OR tool_name = :tool_name)
-  AND (:session_id IS NULL OR session_id = :session_id)
-  AND (:user_id IS NULL OR user_id = :user_id)
-  AND (:delivery IS NULL OR delivery = :delivery)
+WHERE TRUE
+  /*if state*/ AND state = :state
+  /*if tool_name*/ AND tool_name = :tool_name
+  /*if session_id*/ AND session_id = :session_id
+  /*if user_id*/ AND user_id = :user_id
+  /*if delivery*/ AND delivery = :delivery
   -- The search box: a pattern with the user's % _ and \ escaped. SQLite's LIKE ignores the
   -- case of ASCII letters.
-  AND (:pattern IS NULL OR job_id LIKE :pattern ESCAPE '\' OR tool_name LIKE :pattern ESCAPE '\'
-       OR session_id LIKE :pattern ESCAPE '\' OR user_id LIKE :pattern ESCAPE '\'
-       OR call_id LIKE :pattern ESCAPE '\' OR args LIKE :pattern ESCAPE '\')
-  AND (:before_created IS NULL OR created_at < :before_created
-       OR (created_at = :before_created AND job_id < :before_id))
+  /*if pattern*/ AND (job_id LIKE :pattern ESCAPE '\' OR tool_name LIKE :pattern ESCAPE '\'
+  /*if pattern*/      OR session_id LIKE :pattern ESCAPE '\' OR user_id LIKE :pattern ESCAPE '\'
+  /*if pattern*/      OR call_id LIKE :pattern ESCAPE '\' OR args LIKE :pattern ESCAPE '\')
+  /*if before_created*/ AND (created_at < :before_created
+  /*if before_created*/      OR (created_at = :before_created AND job_id < :before_id))
 ORDER BY created_at DESC, job_id DESC
 LIMIT :limit;
 
+-- name: search_jobs
+-- A search that reads at most :window jobs (the newest that pass the filters, from the
+-- cursor on), whatever the size of the table: the matches among them, newest first, and the
+-- last job read (nth = :window) when the window was full, where the next search goes on.
+SELECT * FROM (
+    SELECT jobs.*, ROW_NUMBER() OVER (ORDER BY created_at DESC, job_id DESC) AS nth,
+           (job_id LIKE :pattern ESCAPE '\' OR tool_name LIKE :pattern ESCAPE '\'
+            OR session_id LIKE :pattern ESCAPE '\' OR user_id LIKE :pattern ESCAPE '\'
+            OR call_id LIKE :pattern ESCAPE '\' OR args LIKE :pattern ESCAPE '\') AS hit
+    FROM (
+        SELECT * FROM lc_jobs
+        WHERE TRUE
+          /*if state*/ AND state = :state
+          /*if tool_name*/ AND tool_name = :tool_name
+          /*if session_id*/ AND session_id = :session_id
+          /*if user_id*/ AND user_id = :user_id
+          /*if delivery*/ AND delivery = :delivery
+          /*if before_created*/ AND (created_at < :before_created
+          /*if before_created*/      OR (created_at = :before_created AND job_id < :before_id))
+        ORDER BY created_at DESC, job_id DESC
+        LIMIT :window
+    ) AS jobs
+) AS scanned
+WHERE hit OR nth = :window
+ORDER BY created_at DESC, job_id DESC
+LIMIT :limit + 1;
+
 -- name: count_jobs
-SELECT state, delivery, COUNT(*) AS n FROM lc_jobs GROUP BY state, delivery;
+-- Kept by the triggers of schema 14.
+SELECT state, delivery, n FROM lc_job_counts WHERE n <> 0;
+
+-- name: fold_job_counts
+-- SQLite's triggers add to lc_job_counts directly; only the emptied rows are left to go.
+DELETE FROM lc_job_counts WHERE n = 0;
 
 -- name: take_session_lease
 -- Every take raises the session's fence, a renewal by the same holder too: a delivery still

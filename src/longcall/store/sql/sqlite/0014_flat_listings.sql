@@ -1,0 +1,31 @@
+-- longcall schema 14 (SQLite): listings and metrics that cost the same at a million jobs as
+-- at ten thousand.
+-- A user's listing (every request with a user's token) and the tool and session filters
+-- read their own index, newest first, instead of the whole table.
+CREATE INDEX lc_jobs_user_created ON lc_jobs (user_id, created_at, job_id);
+CREATE INDEX lc_jobs_tool_created ON lc_jobs (tool_name, created_at, job_id);
+CREATE INDEX lc_jobs_session_created ON lc_jobs (session_id, created_at, job_id);
+-- Jobs by (state, delivery), kept as jobs change: GET /metrics reads these few rows instead of
+-- counting the table. One writer at a time on SQLite, so the triggers add to the rows
+-- directly.
+CREATE TABLE lc_job_counts (
+    state    TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    PRIMARY KEY (state, delivery)
+) WITHOUT ROWID;
+INSERT INTO lc_job_counts (state, delivery, n)
+SELECT state, delivery, COUNT(*) FROM lc_jobs GROUP BY state, delivery;
+CREATE TRIGGER lc_jobs_counted AFTER INSERT ON lc_jobs BEGIN
+    INSERT INTO lc_job_counts (state, delivery, n) VALUES (NEW.state, NEW.delivery, 1)
+    ON CONFLICT (state, delivery) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER lc_jobs_recounted AFTER UPDATE OF state, delivery ON lc_jobs
+WHEN OLD.state IS NOT NEW.state OR OLD.delivery IS NOT NEW.delivery BEGIN
+    UPDATE lc_job_counts SET n = n - 1 WHERE state = OLD.state AND delivery = OLD.delivery;
+    INSERT INTO lc_job_counts (state, delivery, n) VALUES (NEW.state, NEW.delivery, 1)
+    ON CONFLICT (state, delivery) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER lc_jobs_uncounted AFTER DELETE ON lc_jobs BEGIN
+    UPDATE lc_job_counts SET n = n - 1 WHERE state = OLD.state AND delivery = OLD.delivery;
+END;
