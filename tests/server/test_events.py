@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -190,3 +191,39 @@ def test_streams_refuse_what_they_cannot_serve(
     got = api.call("GET", path, token, headers={"accept": "text/event-stream", **headers})
     assert got.status_code == status
     assert got.json()["error"]["message"]
+
+
+def test_open_streams_share_one_look_at_the_store(
+    api: Api, streams: list[Stream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty open streams cost the store what one does: the server looks for changes once
+    per poll for all of them (its change feed), and each stream still gets every change its
+    caller may see, and nothing else."""
+    looks: list[float] = []
+    changed_jobs = api.app.monitor.changed_jobs
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        looks.append(time.monotonic())
+        return changed_jobs(*args, **kwargs)
+
+    monkeypatch.setattr(api.app.monitor, "changed_jobs", counted)
+
+    def looks_per_second(seconds: float = 3.0) -> float:
+        start = time.monotonic()
+        time.sleep(seconds)
+        return len([t for t in looks if t >= start]) / seconds
+
+    first = open_stream(api, streams, "/v1/events", api.admin)
+    one = looks_per_second()
+    admins = [first] + [open_stream(api, streams, "/v1/events", api.admin) for _ in range(9)]
+    alices = [open_stream(api, streams, "/v1/events", api.alice) for _ in range(10)]
+    twenty = looks_per_second()
+    assert 0 < one <= 4 and twenty <= one + 1, (one, twenty)  # polls every 0.5 s
+
+    api.call("POST", "/v1/jobs", api.admin, {"toolName": "sql", "jobId": "b1", "userId": "bob"})
+    api.call("POST", "/v1/jobs", api.admin, {"toolName": "sql", "jobId": "a1", "userId": "alice"})
+    for stream in admins:
+        stream.next("job", job_is("b1"))
+        stream.next("job", job_is("a1"))
+    for stream in alices:
+        assert stream.next("job", lambda data: True).data["jobId"] == "a1"

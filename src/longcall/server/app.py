@@ -18,6 +18,7 @@ from longcall.app import App
 from longcall.errors import InvalidValue
 from longcall.server import api, checks, metrics
 from longcall.server.api.requests import MAX_BODY
+from longcall.server.change_feed import ChangeFeed
 from longcall.server.dashboard.routes import ROUTES as DASHBOARD_ROUTES
 from longcall.server.errors import error
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, WriteShare
@@ -98,5 +99,6 @@ def create_app(
     web.state.agent = agent
     web.state.settings = settings or Settings()
     web.state.closing = asyncio.Event()
+    web.state.changes = ChangeFeed(app, poll=web.state.settings.poll, closing=web.state.closing)
     web.state.metrics = measured
     return web

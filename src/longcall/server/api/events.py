@@ -28,12 +28,10 @@ from longcall.server.api.operation import Answer, Operation, query
 from longcall.server.api.requests import authorized, whole_number
 from longcall.server.api.streams import message, stream, ticks, wants_stream
 from longcall.server.auth import Principal
+from longcall.server.change_feed import LOOKBACK, PAGE, ChangeFeed, JobWatch
 from longcall.server.errors import error
 from longcall.shapes import Event
 from longcall.shapes import Job as JobShape
-
-LOOKBACK = 5.0  # seconds a change may commit after the time it was stamped with
-PAGE = 200
 
 
 async def job_stream(request: Request, app: App, who: Principal) -> Response:
@@ -44,22 +42,26 @@ async def job_stream(request: Request, app: App, who: Principal) -> Response:
     start = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
     if not whole_number(start):
         return error(422, "invalid_query", "Last-Event-ID is an event's seq number", "after")
+    feed: ChangeFeed = request.app.state.changes
 
     async def messages() -> AsyncIterator[bytes]:
         after, seen = int(start), job.updated_at
         yield message("job", JobShape.of(job))
-        async for keepalive in ticks(request):
-            sent = False
-            for event in await app.job_events_async(job.job_id, after=after):
-                after = event.seq
-                sent = True
-                yield message("event", Event.of(event), str(event.seq))
-            current = await app.get_job_async(job.job_id)
-            if current.updated_at != seen:
-                seen, sent = current.updated_at, True
-                yield message("job", JobShape.of(current))
-            if keepalive and not sent:
-                yield b": keepalive\n\n"
+        async with feed.following():
+            watch = JobWatch(feed, job.job_id)
+            async for keepalive in ticks(request):
+                sent = False
+                if watch.due():
+                    for event in await app.job_events_async(job.job_id, after=after):
+                        after = event.seq
+                        sent = True
+                        yield message("event", Event.of(event), str(event.seq))
+                    current = await app.get_job_async(job.job_id)
+                    if current.updated_at != seen:
+                        seen, sent = current.updated_at, True
+                        yield message("job", JobShape.of(current))
+                if keepalive and not sent:
+                    yield b": keepalive\n\n"
 
     return stream(messages())
 
@@ -90,8 +92,15 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
     if resume and start is None:
         return error(422, "invalid_query", "Last-Event-ID is not a cursor this API gave", "cursor")
 
-    async def changes(since: float, after_id: str) -> list[Job]:
+    def visible(job: Job) -> bool:
+        return all(
+            wanted is None or getattr(job, field) == wanted for field, wanted in filters.items()
+        )
+
+    async def caught_up(since: float) -> list[Job]:
+        """The changes from a resumed cursor on, read by this stream alone (once)."""
         found: list[Job] = []
+        after_id = ""
         while True:
             page = await app.in_thread(
                 app.monitor.changed_jobs, since, after_id, limit=PAGE, **filters
@@ -101,31 +110,40 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
                 return found
             since, after_id = page[-1].updated_at, page[-1].job_id
 
+    feed: ChangeFeed = request.app.state.changes
     # Where the stream starts is settled before the answer goes out: a change made once the
     # client saw the stream open is one it must be sent.
+    await feed.ready()
     sent: dict[str, float] = {}  # job id -> the version (updated_at) last sent
+    backlog: list[Job] = []
     if start is None:
-        newest = await app.in_thread(app.monitor.last_change) or 0.0
         # From now on: what already happened is in GET /v1/jobs.
-        for job in await changes(newest - LOOKBACK, ""):
-            sent[job.job_id] = job.updated_at
-        high = newest
+        for job in feed.changed_since(feed.newest - LOOKBACK):
+            if visible(job):
+                sent[job.job_id] = job.updated_at
+        high = feed.newest
     else:
+        backlog = await caught_up(start[0] - LOOKBACK)
         high = start[0]
 
     async def messages() -> AsyncIterator[bytes]:
         nonlocal high
-        async for keepalive in ticks(request):
-            recent = await changes(high - LOOKBACK, "")
-            fresh = [j for j in recent if sent.get(j.job_id) != j.updated_at]
-            for job in fresh:
-                sent[job.job_id] = job.updated_at
-                high = max(high, job.updated_at)
-                yield message("job", JobShape.of(job), _cursor_of(job))
-            for job_id in [k for k, at in sent.items() if at < high - LOOKBACK]:
-                del sent[job_id]
-            if keepalive and not fresh:
-                yield b": keepalive\n\n"
+        pending = backlog
+        async with feed.following():
+            async for keepalive in ticks(request):
+                feed.check()
+                recent, pending = pending + feed.changed_since(high - LOOKBACK), []
+                quiet = True
+                for job in recent:
+                    if visible(job) and sent.get(job.job_id) != job.updated_at:
+                        sent[job.job_id] = job.updated_at
+                        high = max(high, job.updated_at)
+                        quiet = False
+                        yield message("job", JobShape.of(job), _cursor_of(job))
+                for job_id in [k for k, at in sent.items() if at < high - LOOKBACK]:
+                    del sent[job_id]
+                if keepalive and quiet:
+                    yield b": keepalive\n\n"
 
     return stream(messages())
 

@@ -30,6 +30,7 @@ from longcall.server.checks import bounded
 from longcall.server.errors import error
 from longcall.shapes import Event
 from longcall.shapes import Job as JobShape
+from longcall.store import SEARCH_WINDOW
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -142,8 +143,8 @@ async def visible_job(app: App, who: Principal, job_id: str) -> Job:
     return job
 
 
-def _cursor(job: Job) -> str:
-    return base64.urlsafe_b64encode(json.dumps([job.created_at, job.job_id]).encode()).decode()
+def _encode_cursor(key: tuple[float, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
 
 
 def _read_cursor(text: str) -> tuple[float, str] | None:
@@ -174,17 +175,18 @@ async def list_jobs(request: Request, app: App, who: Principal) -> Response:
     problem = search_problem(text)
     if problem is not None:
         return error(422, "invalid_query", problem, "q")
-    limit = int(limit_text)
-    jobs = await app.list_jobs_async(
+    found = await app.in_thread(
+        app.monitor.job_page,
         state=JobState(state) if state else None,
         tool_name=q.get("tool"),
         session_id=q.get("session"),
         user_id=user,
         text=text or None,
         before=before,
-        limit=limit,
+        limit=int(limit_text),
     )
-    next_cursor = _cursor(jobs[-1]) if len(jobs) == limit else None
+    jobs = found.jobs
+    next_cursor = _encode_cursor(found.next) if found.next else None
     return reply(models.JobList(jobs=[JobShape.of(j) for j in jobs], next_cursor=next_cursor))
 
 
@@ -338,7 +340,9 @@ OPERATIONS = (
             query(
                 "q",
                 "Only jobs whose id, tool, session, user, call id or arguments contain this "
-                "text (in any case of ASCII letters).",
+                "text (in any case of ASCII letters). A search page reads at most "
+                f"{SEARCH_WINDOW:,} jobs, so it may hold fewer than `limit` jobs and still "
+                "have a `next_cursor`: follow it to search older jobs.",
                 {"type": "string", "maxLength": MAX_SEARCH},
             ),
             *PAGE,

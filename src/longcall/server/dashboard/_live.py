@@ -18,6 +18,7 @@ from starlette.responses import StreamingResponse
 
 from longcall.errors import StoreError
 from longcall.server.api import streams
+from longcall.server.change_feed import ChangeFeed
 from longcall.server.dashboard._render import fragment
 
 NOTHING = Markup()
@@ -44,28 +45,36 @@ def _message(name: str, html: str) -> bytes:
 
 
 def stream(request: Request, step: Step) -> StreamingResponse:
-    """The live stream of one page: ``step`` looks at the store once per poll."""
+    """The live stream of one page: ``step`` looks at the store once per poll (the job pages:
+    at the change feed, and at the store when it shows their jobs moved)."""
+    feed: ChangeFeed = request.app.state.changes
 
     async def messages() -> AsyncIterator[bytes]:
-        first = True
-        async for keepalive in streams.ticks(request):
-            try:
-                update = await step()
-            except StoreError:
-                # Ending the stream makes the page say it is reconnecting, and reconnect.
-                return
-            html = update.html
-            if first:
-                html = fragment("parts.html", "live_state", text="live", on=True) + html
-                first = False
-            if update.ended is not None:
-                html += fragment("parts.html", "live_state", text=update.ended)
-                yield _message("update", str(html))
-                yield _message("close", "")
-                return
-            if html:
-                yield _message("update", str(html))
-            elif keepalive:
-                yield b": keepalive\n\n"
+        async with feed.following():
+            async for message in _messages(request, step):
+                yield message
 
     return streams.stream(messages())
+
+
+async def _messages(request: Request, step: Step) -> AsyncIterator[bytes]:
+    first = True
+    async for keepalive in streams.ticks(request):
+        try:
+            update = await step()
+        except StoreError:
+            # Ending the stream makes the page say it is reconnecting, and reconnect.
+            return
+        html = update.html
+        if first:
+            html = fragment("parts.html", "live_state", text="live", on=True) + html
+            first = False
+        if update.ended is not None:
+            html += fragment("parts.html", "live_state", text=update.ended)
+            yield _message("update", str(html))
+            yield _message("close", "")
+            return
+        if html:
+            yield _message("update", str(html))
+        elif keepalive:
+            yield b": keepalive\n\n"

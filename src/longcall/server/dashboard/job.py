@@ -21,6 +21,7 @@ from longcall.app import App
 from longcall.core.jobs import Job, JobEvent
 from longcall.server.api.jobs import visible_job
 from longcall.server.auth import Principal
+from longcall.server.change_feed import JobWatch
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._render import (
     Confirm,
@@ -213,8 +214,12 @@ async def job_live(request: Request, app: App, who: Principal) -> Response:
     seen: float | None = None  # the job's version shown
     last_seq = 0  # the newest entry of its log shown
 
+    watch = JobWatch(request.app.state.changes, job_id)
+
     async def step() -> Update:
         nonlocal seen, last_seq, shown_state
+        if not watch.due():
+            return Update()
         job = await app.get_job_async(job_id)
         fresh = await app.job_events_async(job_id, after=last_seq)
         if job.updated_at == seen and not fresh:

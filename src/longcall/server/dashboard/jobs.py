@@ -4,7 +4,6 @@ they differ. A job outside the filter or the search is never sent."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +12,9 @@ from starlette.responses import Response
 
 from longcall.app import App
 from longcall.core.jobs import JobState
-from longcall.server.api.events import LOOKBACK
 from longcall.server.api.jobs import search_problem, visible_job
 from longcall.server.auth import Principal
+from longcall.server.change_feed import LOOKBACK, ChangeFeed
 from longcall.server.dashboard._live import Update, stream
 from longcall.server.dashboard._render import (
     PAGE_SIZE,
@@ -26,6 +25,7 @@ from longcall.server.dashboard._render import (
 )
 from longcall.server.errors import error
 from longcall.shapes import job_json
+from longcall.store import SEARCH_WINDOW
 
 STATES = [s.value for s in JobState]
 
@@ -45,32 +45,39 @@ class _View:
         problem = search_problem(self.search)
         return None if problem is None else f"That search cannot be made: {problem}."
 
-    def nothing_found(self) -> str:
-        """What an empty list says."""
+    def nothing_found(self, after: str | None = None) -> str:
+        """What an empty list says (``after``: the search goes on among older jobs)."""
         which = f"{self.state} jobs" if self.state else "jobs"
+        if self.search and after is not None:
+            return (
+                f"No {which} match “{self.search}” among the {SEARCH_WINDOW:,} searched here;"
+                " “Older jobs” searches on."
+            )
         if self.search:
             return f"No {which} match “{self.search}”."
         return f"No {which} here yet; new ones appear as they start."
 
-    async def jobs(self, app: App, who: Principal) -> list[dict[str, Any]]:
+    async def jobs(self, app: App, who: Principal) -> tuple[list[dict[str, Any]], str | None]:
+        """The page's jobs, and the id of the job the next (older) page starts after."""
         before = None
         if self.before:
             older = await visible_job(app, who, self.before)
             before = (older.created_at, older.job_id)
-        found = await app.list_jobs_async(
+        found = await app.in_thread(
+            app.monitor.job_page,
             state=JobState(self.state) if self.state else None,
             user_id=None if who.admin else who.user_id,
             text=self.search or None,
             before=before,
             limit=PAGE_SIZE,
         )
-        return [job_json(j) for j in found]
+        return [job_json(j) for j in found.jobs], found.next[1] if found.next else None
 
-    def older_page(self, jobs: list[dict[str, Any]]) -> dict[str, str | None] | None:
+    def older_page(self, after: str | None) -> dict[str, str | None] | None:
         """The query of the next page of older jobs, when there may be one."""
-        if len(jobs) < PAGE_SIZE:
+        if after is None:
             return None
-        return {"state": self.state or "", "q": self.search, "before": jobs[-1]["jobId"]}
+        return {"state": self.state or "", "q": self.search, "before": after}
 
 
 def _view(request: Request) -> _View:
@@ -87,7 +94,7 @@ async def jobs_page(request: Request, app: App, who: Principal) -> Response:
         return page(
             "refused.html", "Jobs", who, status=400, message=message, links=links, state=view.state
         )
-    jobs = await view.jobs(app, who)
+    jobs, after = await view.jobs(app, who)
     params = {"state": view.state, "q": view.search, "before": view.before}
     return page(
         "jobs_page.html",
@@ -99,8 +106,8 @@ async def jobs_page(request: Request, app: App, who: Principal) -> Response:
         state=view.state,
         search=view.search,
         jobs=jobs,
-        empty=view.nothing_found(),
-        more=view.older_page(jobs),
+        empty=view.nothing_found(after),
+        more=view.older_page(after),
     )
 
 
@@ -111,19 +118,26 @@ async def jobs_live(request: Request, app: App, who: Principal) -> Response:
     if message is not None:
         return error(400, "invalid_query", message)
     sent: dict[str, str] | None = None  # job id -> the version shown, in the list's order
-    newest: float | None = None
-    changed_at = 0.0
+    feed: ChangeFeed = request.app.state.changes
+    considered: dict[str, float] = {}  # job id -> its version that made the list be asked
 
     async def step() -> Update:
-        nonlocal sent, newest, changed_at
-        latest = await app.in_thread(app.monitor.last_change)
-        # A change can commit up to LOOKBACK seconds after the time it was stamped with, so
-        # the list is asked again for that long after the newest change moved.
-        if latest != newest:
-            newest, changed_at = latest, time.monotonic()
-        elif sent is not None and time.monotonic() - changed_at > LOOKBACK:
+        nonlocal sent
+        # The list is asked again only when the feed shows a job this caller may see at a
+        # version not considered yet: with nothing changing, an open page costs no query.
+        feed.check()
+        moved = False
+        for job in feed.changed_since(feed.newest - 2 * LOOKBACK):
+            if (who.admin or job.user_id == who.user_id) and considered.get(
+                job.job_id
+            ) != job.updated_at:
+                considered[job.job_id] = job.updated_at
+                moved = True
+        for job_id in [k for k, at in considered.items() if at < feed.newest - 2 * LOOKBACK]:
+            del considered[job_id]
+        if sent is not None and not moved:
             return Update()
-        jobs = await view.jobs(app, who)
+        jobs, after = await view.jobs(app, who)
         versions = {j["jobId"]: j["updatedAt"] for j in jobs}
         before = sent
         if before is not None and list(versions.items()) == list(before.items()):
@@ -137,8 +151,8 @@ async def jobs_live(request: Request, app: App, who: Principal) -> Response:
             "jobs.html",
             "update",
             jobs=jobs,
-            empty=view.nothing_found(),
-            more=view.older_page(jobs),
+            empty=view.nothing_found(after),
+            more=view.older_page(after),
             changed=changed,
         )
         return Update(html)
