@@ -43,6 +43,8 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool  # noqa: 
 from google.genai import types  # noqa: E402
 from pydantic import Field  # noqa: E402
 
+if __name__ == "__main__":  # the restart tests run this file as a script: import as pytest does
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adk.session_files import sqlite_session_service  # noqa: E402
 from longcall.agents import FunctionResponse, Message  # noqa: E402
 from longcall.core.jobs import CallIds, Delivery, JobState, job_id_for  # noqa: E402
