@@ -11,7 +11,8 @@ admin token and a user's token come from ``app.access``, and that user's three j
 through ``POST /v1/jobs`` (one completed, one failed, one left started). The rest of the table
 is bulk-loaded with one plain ``INSERT ... SELECT`` into ``lc_jobs`` (so any trigger the schema
 has fires, and whatever the store derives from the table stays right), then analyzed (and on
-PostgreSQL vacuumed, as autovacuum would have by then). The smaller table's bulk rows are the
+PostgreSQL vacuumed, as autovacuum would have by then; the job counts folded, as the worker's
+sweeper does every few seconds). The smaller table's bulk rows are the
 larger's first ones.
 
 The rows look like the ones the API makes: 20 tools; sessions of 20 jobs each (95% of jobs
@@ -228,18 +229,25 @@ class Backend:
             return conn.execute(sql).fetchone()[0]
 
     def load(self, first: int, last: int, t0: float) -> None:
-        """Add bulk rows ``first`` .. ``last`` in one transaction, then refresh statistics."""
+        """Add bulk rows ``first`` .. ``last`` in one transaction, do the upkeep a running
+        deployment has done by then (the worker's sweeper folds the job counts every few
+        seconds; autovacuum), then refresh statistics."""
         sql = insert_sql(self.dialect, first, last, t0)
         with self.connect() as conn:
             if self.path is not None:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute(sql)
                 conn.execute("COMMIT")
+            else:
+                conn.execute(sql)
+        with longcall.App(self.url) as app:
+            app.monitor.job_counts()
+        with self.connect() as conn:
+            if self.path is not None:
                 conn.execute("ANALYZE")
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             else:
-                conn.execute(sql)
-                conn.execute("VACUUM (ANALYZE) lc_jobs")
+                conn.execute("VACUUM (ANALYZE)")
 
     def args_text(self) -> str:
         return "args" if self.path is not None else "args::text"

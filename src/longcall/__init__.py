@@ -26,6 +26,7 @@ from longcall.core.jobs import (
     SessionKey,
     job_id_for,
 )
+from longcall.core.retention import Retention
 from longcall.errors import (
     AgentError,
     AttachConflict,
@@ -122,6 +123,7 @@ __all__ = [
     "Message",
     "NonDeterminismError",
     "NotRedeliverable",
+    "Retention",
     "RetryPolicy",
     "Rule",
     "Run",

@@ -30,6 +30,7 @@ from longcall.core.jobs import (
     job_id_for,
     parse_duration,
 )
+from longcall.core.retention import Retention
 from longcall.core.runs import Run, RunEvent, RunStatus
 from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer
@@ -38,6 +39,7 @@ from longcall.jobs.observer import CallObserver
 from longcall.jobs.sweeper import Sweeper
 from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.monitor import Monitor
+from longcall.retention import Pruner
 from longcall.runtime import Runtime
 from longcall.store import Store, open_store
 from longcall.store.base import Ingested, NewJob
@@ -759,6 +761,14 @@ class App:
 
     def sweeper(self, **options: Unpack[SweeperOptions]) -> Sweeper:
         return Sweeper(self.runtime, **options)
+
+    def prune(self, retention: Retention | None = None, *, dry_run: bool = False) -> dict[str, int]:
+        """Remove finished work older than ``retention`` (30 days of each kind unless told),
+        now, in small batches: what the worker does every minute. How many records went per
+        kind (jobs, runs, inbox, early_results); with ``dry_run``, how many would go."""
+        self.refuse_in_loop("prune")
+        pruner = Pruner(self.runtime, Retention() if retention is None else retention)
+        return pruner.prune(dry_run=dry_run)
 
     def worker(
         self,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, TypedDict
 if TYPE_CHECKING:
     from longcall.agents import AgentEvent
     from longcall.core.jobs import Delivery, Job, JobState
+    from longcall.core.retention import Retention
 
 
 class JobFilters(TypedDict, total=False):
@@ -73,3 +74,4 @@ class WorkerOptions(_DeliveryOptions, total=False):
     sweep_interval: str | float
     dispatch_interval: str | float
     drain_timeout: str | float
+    retention: Retention | None

@@ -1,4 +1,4 @@
-"""The worker: dispatcher, deliverer, sweeper and background runs in one asyncio loop.
+"""The worker: dispatcher, deliverer, sweeper, pruner and background runs in one asyncio loop.
 
 As it sweeps, the worker also beats: its row in the store says it is alive and which
 workflows it can run, so a queued run that no live worker can take is told apart from one
@@ -29,11 +29,13 @@ from typing import Any
 
 from longcall.agents import AgentRunner
 from longcall.core.jobs import parse_duration
+from longcall.core.retention import Retention
 from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer, check_deliveries
 from longcall.jobs.dispatcher import Dispatcher
 from longcall.jobs.engine import Jobs
 from longcall.jobs.sweeper import Sweeper
+from longcall.retention import Pruner
 from longcall.workflows.run_worker import RunWorker
 from longcall.workflows.runs import Workflows
 
@@ -80,6 +82,7 @@ class Worker:
         sweep_interval: str | float = "5s",
         dispatch_interval: str | float = "1s",
         drain_timeout: str | float = "30s",
+        retention: Retention | None = None,
         **deliverer_options: Any,
     ) -> None:
         self.runtime = jobs.runtime
@@ -109,6 +112,8 @@ class Worker:
         self.scheduler = crons.scheduler() if runs else None
         self.sweeper = Sweeper(self.runtime, interval=sweep_interval)
         self.dispatcher = Dispatcher(jobs, interval=dispatch_interval)
+        # Finished work older than its period goes (30 days unless told otherwise).
+        self.pruner = Pruner(self.runtime, Retention() if retention is None else retention)
         self.drain_timeout = parse_duration(drain_timeout)
         self.stop_event: asyncio.Event | None = None
         self.worker_id = (
@@ -154,6 +159,7 @@ class Worker:
                 loops = [
                     group.create_task(self.sweeper.run(stop, each_pass=self.beat), name="sweeper"),
                     group.create_task(self.dispatcher.run(stop), name="dispatcher"),
+                    group.create_task(self.pruner.run(stop), name="pruner"),
                 ]
                 for deliverer in self.deliverers:
                     name = f"deliverer {deliverer.app_name}"

@@ -31,7 +31,9 @@ from longcall.cli._support import (
 )
 from longcall.cli.cron import cron
 from longcall.cli.jobs import jobs
+from longcall.cli.prune import keep_option, prune
 from longcall.cli.runs import runs
+from longcall.core.retention import Retention
 from longcall.errors import ConfigError, LongcallError, StoreError
 from longcall.shapes import iso
 
@@ -271,6 +273,7 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     show_default=True,
     help="Sessions delivered to at once (each still one delivery at a time, in order).",
 )
+@keep_option
 def worker(
     app_spec: str | None,
     agent_spec: str | None,
@@ -282,9 +285,11 @@ def worker(
     poll: float,
     concurrency: int,
     deliveries: int,
+    keep: Retention,
 ) -> None:
     """Run the worker loops until SIGTERM: deliveries to the agent, deadlines, submissions,
-    and the background runs of the App's workflows.
+    the background runs of the App's workflows, and the removal of finished work past its
+    retention period (--keep).
 
     With --adk AGENTS_DIR --session-service-uri URI (the flags of the `adk api_server` it
     runs beside), it resumes the calls of every app in AGENTS_DIR."""
@@ -302,6 +307,7 @@ def worker(
             poll=poll,
             concurrency=concurrency,
             deliveries=deliveries,
+            retention=keep,
         )
         return
     if session_service_uri or extra_plugins:
@@ -321,7 +327,7 @@ def worker(
             raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
         if not app.workflows.registry:
             raise click.UsageError("nothing to do: give --agent, or register workflows on the App")
-    runner = app.worker(agent, run_concurrency=concurrency, **options)
+    runner = app.worker(agent, run_concurrency=concurrency, retention=keep, **options)
     click.echo(f"longcall worker {app.holder} on {app.dialect}", err=True)
     try:
         asyncio.run(runner.run())
@@ -341,6 +347,7 @@ def _adk_worker(
     poll: float,
     concurrency: int,
     deliveries: int,
+    retention: Retention,
 ) -> None:
     """``longcall worker --adk``: every app of an ``adk api_server`` folder, resumed here."""
     from longcall.app import App
@@ -365,6 +372,7 @@ def _adk_worker(
         "lease": lease,
         "poll_interval": poll,
         "deliveries": deliveries,
+        "retention": retention,
     }
     if not app_spec:
         # The same database as the server's LongcallPlugin (LONGCALL_DATABASE_URL).
@@ -404,6 +412,7 @@ async def _run_workers(workers: list[Any]) -> None:
 main.add_command(jobs)
 main.add_command(runs)
 main.add_command(cron)
+main.add_command(prune)
 
 
 def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -37,6 +37,7 @@ from longcall.store import queries as sql
 from longcall.store._hooks import HookOps
 from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
+from longcall.store._retention import RetentionOps
 from longcall.store._sessions import SessionOps
 from longcall.store._tokens import TokenOps
 from longcall.store._workers import WorkerOps
@@ -122,7 +123,9 @@ class OutboxItem:
     attempts: int
 
 
-class Store(ListingOps, SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps):
+class Store(
+    ListingOps, RetentionOps, SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps
+):
     """The job table and its companions, on one database."""
 
     dialect: str

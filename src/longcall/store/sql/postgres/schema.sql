@@ -274,7 +274,7 @@ CREATE TABLE lc_logins (
 );
 CREATE INDEX lc_logins_expires ON lc_logins (expires_at);
 
--- Schema 14: listings and metrics flat in the size of the table.
+-- Schema 14: listings, metrics and retention flat in the size of the tables.
 CREATE INDEX lc_jobs_user_created ON lc_jobs (user_id, created_at, job_id);
 CREATE INDEX lc_jobs_tool_created ON lc_jobs (tool_name, created_at, job_id);
 CREATE INDEX lc_jobs_session_created ON lc_jobs (session_id, created_at, job_id);
@@ -312,3 +312,7 @@ CREATE TRIGGER lc_jobs_counted AFTER INSERT OR DELETE ON lc_jobs
 CREATE TRIGGER lc_jobs_recounted AFTER UPDATE OF state, delivery ON lc_jobs
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.delivery IS DISTINCT FROM NEW.delivery)
     EXECUTE FUNCTION lc_count_job_change();
+-- Retention (the worker's pruner, `longcall prune`): deliveries from outside and early results
+-- are removed oldest first, a small batch at a time, through these.
+CREATE INDEX lc_inbox_received ON lc_inbox (received_at);
+CREATE INDEX lc_early_results_received ON lc_early_results (received_at);

@@ -1,5 +1,5 @@
 -- longcall schema 14 (SQLite): listings and metrics that cost the same at a million jobs as
--- at ten thousand.
+-- at ten thousand, and what retention removes found without a scan.
 -- A user's listing (every request with a user's token) and the tool and session filters
 -- read their own index, newest first, instead of the whole table.
 CREATE INDEX lc_jobs_user_created ON lc_jobs (user_id, created_at, job_id);
@@ -29,3 +29,7 @@ END;
 CREATE TRIGGER lc_jobs_uncounted AFTER DELETE ON lc_jobs BEGIN
     UPDATE lc_job_counts SET n = n - 1 WHERE state = OLD.state AND delivery = OLD.delivery;
 END;
+-- Retention (the worker's pruner, `longcall prune`): deliveries from outside and early results
+-- are removed oldest first, a small batch at a time, through these.
+CREATE INDEX lc_inbox_received ON lc_inbox (received_at);
+CREATE INDEX lc_early_results_received ON lc_early_results (received_at);

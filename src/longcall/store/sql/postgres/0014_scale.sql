@@ -1,5 +1,5 @@
 -- longcall schema 14 (PostgreSQL): listings and metrics that cost the same at a million jobs
--- as at ten thousand.
+-- as at ten thousand, and what retention removes found without a scan.
 -- A user's listing (every request with a user's token) and the tool and session filters
 -- read their own index, newest first, instead of the whole table.
 CREATE INDEX lc_jobs_user_created ON lc_jobs (user_id, created_at, job_id);
@@ -39,3 +39,7 @@ CREATE TRIGGER lc_jobs_counted AFTER INSERT OR DELETE ON lc_jobs
 CREATE TRIGGER lc_jobs_recounted AFTER UPDATE OF state, delivery ON lc_jobs
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.delivery IS DISTINCT FROM NEW.delivery)
     EXECUTE FUNCTION lc_count_job_change();
+-- Retention (the worker's pruner, `longcall prune`): deliveries from outside and early results
+-- are removed oldest first, a small batch at a time, through these.
+CREATE INDEX lc_inbox_received ON lc_inbox (received_at);
+CREATE INDEX lc_early_results_received ON lc_early_results (received_at);
