@@ -30,6 +30,7 @@ from longcall.core.jobs import (
     job_id_for,
     parse_duration,
 )
+from longcall.core.observed import Observed
 from longcall.core.retention import Retention
 from longcall.core.runs import Run, RunEvent, RunStatus
 from longcall.cron import Crons
@@ -139,6 +140,12 @@ class App:
     @store.setter
     def store(self, store: Store) -> None:
         self.runtime.store = store
+
+    def observe(self, listener: Callable[[Observed], None]) -> None:
+        """Have ``listener`` told what this process's engines do as they do it (tasks done,
+        runs ended, cron occurrences fired and misfired: :mod:`longcall.core.observed`), in
+        the thread that did it; the server's and the worker's metrics listen so."""
+        self.runtime.observers.listen(listener)
 
     @property
     def dialect(self) -> str:

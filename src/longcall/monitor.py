@@ -8,7 +8,7 @@ which fold the changes counted lately first.
 from __future__ import annotations
 
 from longcall.core.jobs import Delivery, Job, JobPage, JobState
-from longcall.core.runs import Interrupt, Run, Step
+from longcall.core.runs import Interrupt, Run, RunBacklog, Step
 from longcall.core.workers import WorkerInfo
 from longcall.errors import LongcallError
 from longcall.runtime import Runtime
@@ -84,6 +84,11 @@ class Monitor:
         return self._runtime.store.last_change()
 
     # -- runs --------------------------------------------------------------------------
+
+    def run_backlog(self) -> RunBacklog:
+        """The runs not finished, by status, and when the oldest queued one became
+        claimable: what a queue's depth and wait are read from."""
+        return self._runtime.store.run_backlog()
 
     def run(self, run_id: str) -> Run:
         """The run as stored now, without its parts (``app.get_run`` has them all)."""

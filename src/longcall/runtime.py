@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import socket
 import uuid
@@ -17,11 +18,33 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from longcall.core.clock import Clock
+from longcall.core.observed import Observed
 from longcall.errors import SyncInAsyncError
 from longcall.store import Store
 
+log = logging.getLogger("longcall")
+
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+class Observers:
+    """Who hears what the engines do (:mod:`longcall.core.observed`): the server's metrics,
+    a worker's. A listener runs in the thread that did the work and must be quick; one that
+    raises is logged, and the work goes on."""
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[Observed], None]] = []
+
+    def listen(self, listener: Callable[[Observed], None]) -> None:
+        self._listeners.append(listener)
+
+    def tell(self, fact: Observed) -> None:
+        for listener in self._listeners:
+            try:
+                listener(fact)
+            except Exception:
+                log.exception("a listener failed on %r", fact)
 
 
 def new_holder_id(role: str = "app") -> str:
@@ -53,6 +76,7 @@ class Runtime:
         self.session_lease = session_lease
         self.progress_throttle = progress_throttle
         self.holder = new_holder_id()
+        self.observers = Observers()
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="longcall")
 
     def refuse_in_loop(self, method: str) -> None:

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from longcall.cli._metrics import serve_metrics, with_metrics_options
 from longcall.cli._support import (
     EXIT_CHECK_FAILED,
     EXIT_CODES,
@@ -274,6 +275,7 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     help="Sessions delivered to at once (each still one delivery at a time, in order).",
 )
 @keep_option
+@with_metrics_options
 def worker(
     app_spec: str | None,
     agent_spec: str | None,
@@ -286,6 +288,8 @@ def worker(
     concurrency: int,
     deliveries: int,
     keep: Retention,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run the worker loops until SIGTERM: deliveries to the agent, deadlines, submissions,
     the background runs of the App's workflows, and the removal of finished work past its
@@ -308,6 +312,7 @@ def worker(
             concurrency=concurrency,
             deliveries=deliveries,
             retention=keep,
+            metrics=(metrics_host, metrics_port),
         )
         return
     if session_service_uri or extra_plugins:
@@ -328,6 +333,7 @@ def worker(
         if not app.workflows.registry:
             raise click.UsageError("nothing to do: give --agent, or register workflows on the App")
     runner = app.worker(agent, run_concurrency=concurrency, retention=keep, **options)
+    serve_metrics(app, metrics_host, metrics_port)
     click.echo(f"longcall worker {app.holder} on {app.dialect}", err=True)
     try:
         asyncio.run(runner.run())
@@ -348,6 +354,7 @@ def _adk_worker(
     concurrency: int,
     deliveries: int,
     retention: Retention,
+    metrics: tuple[str, int | None],
 ) -> None:
     """``longcall worker --adk``: every app of an ``adk api_server`` folder, resumed here."""
     from longcall.app import App
@@ -377,21 +384,24 @@ def _adk_worker(
     if not app_spec:
         # The same database as the server's LongcallPlugin (LONGCALL_DATABASE_URL).
         with open_app(database, migrate=True) as app:
-            _run_adk_workers(app, server_apps, options)
+            _run_adk_workers(app, server_apps, options, metrics)
         return
     app = load_object(app_spec, "--app")
     if not isinstance(app, App):
         raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
     try:
-        _run_adk_workers(app, server_apps, options)
+        _run_adk_workers(app, server_apps, options, metrics)
     finally:
         app.close()
 
 
-def _run_adk_workers(app: Any, server_apps: list[Any], options: dict[str, Any]) -> None:
+def _run_adk_workers(
+    app: Any, server_apps: list[Any], options: dict[str, Any], metrics: tuple[str, int | None]
+) -> None:
     from longcall.adk.server_apps import adk_workers
 
     workers = adk_workers(app, server_apps, **options)
+    serve_metrics(app, *metrics)
     names = ", ".join(s.name for s in server_apps)
     click.echo(f"longcall worker {app.holder} on {app.dialect}; ADK apps: {names}", err=True)
     asyncio.run(_run_workers(workers))

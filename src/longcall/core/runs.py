@@ -92,3 +92,12 @@ class RunEvent:
     kind: str
     data: Any
     created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunBacklog:
+    """The runs not finished: how many of each open status (``queued``, ``running``,
+    ``waiting_input``), and when the oldest queued one became claimable (None: none queued)."""
+
+    counts: dict[str, int]
+    oldest_queued_at: float | None

@@ -8,6 +8,7 @@ import logging
 import math
 
 from longcall.core.cron import Cron, CronFire, MisfirePolicy
+from longcall.core.observed import CronFired, CronMisfired
 from longcall.cron._schedule import parse
 from longcall.runtime import Runtime
 from longcall.store.cron import FirePlan
@@ -73,6 +74,7 @@ class Scheduler:
         if first >= horizon:
             return FirePlan(on_time, following)
         policy = cron.misfire_policy
+        self.runtime.observers.tell(CronMisfired(policy.value))
         if policy is MisfirePolicy.RUN_ONCE:
             latest = on_time[-1:] or schedule.last_before(horizon, 1, not_before=first)
             return FirePlan(latest, following)
@@ -100,6 +102,8 @@ class Scheduler:
             )
             fires += got
             self.claimed += len(got)
+            for fire in got:
+                self.runtime.observers.tell(CronFired(fire.outcome.value))
             if taken < self.batch:
                 break
         if self._pruned_at is None or at - self._pruned_at >= self.prune_every:

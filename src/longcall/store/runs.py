@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.core.runs import Interrupt, Run, RunBacklog, RunEvent, RunStatus, Step
 from longcall.errors import RunNotFound
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
 
@@ -474,6 +474,17 @@ class RunOps(StoreCore):
         }
         rows = self._transact(lambda tx: tx.all("list_runs", **params), write=False)
         return [run_from_row(r) for r in rows]
+
+    def run_backlog(self) -> RunBacklog:
+        """The runs not finished, by status, and the oldest queued (one index's entries)."""
+        rows = self._transact(lambda tx: tx.all("run_backlog"), write=False)
+        counts = {status: 0 for status in ("queued", "running", "waiting_input")}
+        oldest = None
+        for row in rows:
+            counts[row["status"]] = int(row["n"])
+            if row["status"] == "queued":
+                oldest = row["oldest"]
+        return RunBacklog(counts, oldest)
 
     def runs_of_job(self, job_id: str) -> list[Run]:
         """The background runs doing the work of the job ``job_id``, oldest first (usually

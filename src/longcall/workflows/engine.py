@@ -32,6 +32,7 @@ from pydantic_core import to_jsonable_python
 
 from longcall.core.backoff import exponential_ceiling, jittered
 from longcall.core.jobs import parse_duration
+from longcall.core.observed import TaskDone
 from longcall.core.runs import Interrupt, Run, Step
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.runtime import Runtime
@@ -353,9 +354,9 @@ class Execution:
         started: float,
     ) -> None:
         changes = frame.local.take_changes() if frame.local is not None and ok else []
-        step = Checkpoint(
-            position, name, digest, result, changes, frame.attempt, started, time.time()
-        )
+        finished = time.time()
+        step = Checkpoint(position, name, digest, result, changes, frame.attempt, started, finished)
+        self.runtime.observers.tell(TaskDone(self.run.workflow_id, name, finished - started, ok))
         if ok and self.holds_back:
             with self._writing:
                 if self.held_back is not None:  # tasks called at once, from threads

@@ -21,6 +21,7 @@ from pydantic_core import to_jsonable_python
 
 from longcall.core.backoff import exponential
 from longcall.core.jobs import parse_duration
+from longcall.core.observed import RunEnded
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.errors import (
     InvalidAnswer,
@@ -426,6 +427,8 @@ class Workflows:
                 delay=self.backoff(run.attempts + 1),
                 step=step,
             )
+            if retried is not None:
+                self.runtime.observers.tell(RunEnded(run.workflow_id, "retrying"))
             return retried or store.get_run(run.run_id)
         ended = store.end_run(
             run.run_id,
@@ -440,6 +443,8 @@ class Workflows:
             then_claim=then_claim,
             step=step,
         )
+        if ended is not None:
+            self.runtime.observers.tell(RunEnded(run.workflow_id, status.value))
         return ended or store.get_run(run.run_id)
 
     def backoff(self, attempt: int) -> float:

@@ -15,3 +15,9 @@ LIMIT :limit;
 -- name: runs_of_job
 -- The background runs doing a job's work (one, unless a caller gave its own idempotency key).
 SELECT * FROM lc_runs WHERE job_id = :job_id ORDER BY created_at, run_id;
+
+-- name: run_backlog
+-- Runs not finished, by status, and when the oldest queued one became claimable.
+SELECT status, COUNT(*) AS n, MIN(available_at) AS oldest FROM lc_runs
+WHERE status IN ('queued', 'running', 'waiting_input')
+GROUP BY status;
