@@ -17,8 +17,8 @@ process: their spans start a trace of their own (or join the one of the request 
 carries them) and *link* to the span that started the job, as OpenTelemetry recommends for
 work that outlives its cause, rather than stretching that call's trace over days.
 
-Without opentelemetry installed every operation here does nothing; with it installed but no
-provider configured, OpenTelemetry's own no-op spans cost about a microsecond each.
+Without opentelemetry installed every operation here does nothing, and so does it while no
+tracer provider is configured (neither passed to the App nor set globally).
 """
 
 from __future__ import annotations
@@ -120,6 +120,14 @@ class Telemetry:
         self._trace = trace
         self._propagate = propagate
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
+        # Until the global provider is set, its proxy's spans record nothing: skip them.
+        self._proxy = None if tracer_provider is not None else trace.ProxyTracerProvider
+
+    def _live(self) -> Tracer | None:
+        """The tracer, or None while no provider would record its spans."""
+        if self._proxy is not None and isinstance(self._trace.get_tracer_provider(), self._proxy):
+            return None
+        return self._tracer
 
     @property
     def enabled(self) -> bool:
@@ -135,10 +143,11 @@ class Telemetry:
         links: Sequence[Link] = (),
     ) -> Iterator[Span | None]:
         """A span, current inside the block; an exception is recorded and sets error status."""
-        if self._tracer is None:
+        tracer = self._live()
+        if tracer is None:
             yield None
             return
-        with self._tracer.start_as_current_span(
+        with tracer.start_as_current_span(
             name, attributes=_attributes(attributes or {}), links=links
         ) as span:
             yield span
@@ -146,7 +155,7 @@ class Telemetry:
     def carry(self, func: Callable[P, T]) -> Callable[P, T]:
         """``func`` run in the current span's context, from whichever thread calls it (a
         thread pool does not carry context on its own)."""
-        if self._tracer is None:
+        if self._live() is None:
             return func
         current = self._context.get_current()
         attach, detach = self._context.attach, self._context.detach
@@ -165,7 +174,7 @@ class Telemetry:
     def trace_context(self) -> str | None:
         """The current span's context as the propagator writes it (a JSON object of its
         headers), or None outside a span."""
-        if self._tracer is None:
+        if self._live() is None:
             return None
         if not self._trace.get_current_span().get_span_context().is_valid:
             return None
@@ -175,7 +184,7 @@ class Telemetry:
 
     def links(self, jobs: Sequence[Job]) -> list[Link]:
         """Links to the spans ``jobs`` were created in (those that kept a context)."""
-        if self._tracer is None:
+        if self._live() is None:
             return []
         links, seen = [], set()
         for job in jobs:
@@ -204,7 +213,7 @@ class Telemetry:
         job's stored trace context, which only the completion's own transaction reads.
         """
         done = Completion()
-        if self._tracer is None:
+        if self._live() is None:
             yield done
             return
         start = time.time_ns()
@@ -226,14 +235,16 @@ class Telemetry:
         start: int,
         error: Exception | None,
     ) -> None:
-        assert self._tracer is not None
+        tracer = self._live()
+        if tracer is None:
+            return
         attributes = job_attributes(done.job) if done.job is not None else {JOB_ID: job_id}
         attributes[COMPLETION_VIA] = via
         attributes[COMPLETION_STATE] = state
         if done.outcome is not None:
             attributes[COMPLETION_OUTCOME] = done.outcome
         links = self.links([done.job]) if done.job is not None else []
-        span = self._tracer.start_span(
+        span = tracer.start_span(
             "longcall.complete", attributes=attributes, links=links, start_time=start
         )
         if error is not None:
@@ -244,7 +255,7 @@ class Telemetry:
     def deliver(self, jobs: Sequence[Job]) -> contextlib.AbstractContextManager[Span | None]:
         """The ``longcall.deliver`` span of one message to a session, linked to the spans
         its jobs were created in."""
-        if self._tracer is None:
+        if self._live() is None:
             return contextlib.nullcontext()
         first = jobs[0]
         attributes = _attributes(
@@ -267,13 +278,13 @@ class Telemetry:
 
     def note(self, key: str, value: Any) -> None:
         """Set an attribute on the current span."""
-        if self._tracer is not None and value is not None:
+        if value is not None and self._live() is not None:
             self._trace.get_current_span().set_attribute(key, value)
 
     def failed(self, error: Exception | str, span: Span | None = None) -> None:
         """Mark ``span`` (the current span by default) failed, for an error that was handled
         rather than raised through it."""
-        if self._tracer is None:
+        if self._live() is None:
             return
         span = span or self._trace.get_current_span()
         if isinstance(error, Exception):
