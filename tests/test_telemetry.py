@@ -87,12 +87,15 @@ def test_tool_call_completion_and_delivery_have_linked_spans(db_url: str, traces
         agent = _start(app)
         call = traces.one("longcall.tool_call")
         assert call.attributes is not None
-        assert dict(call.attributes).items() >= {
-            "longcall.job.id": CSV,
-            "longcall.tool.name": "export",
-            "longcall.session.id": "s",
-            "longcall.user.id": "u",
-        }.items()
+        assert (
+            dict(call.attributes).items()
+            >= {
+                "longcall.job.id": CSV,
+                "longcall.tool.name": "export",
+                "longcall.session.id": "s",
+                "longcall.user.id": "u",
+            }.items()
+        )
         assert "longcall.call.id" in call.attributes
         assert app.get_job(CSV).trace_context is not None
         with _app(db_url, traces) as other:  # another process's view: only the row is shared
