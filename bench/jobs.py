@@ -191,6 +191,7 @@ def raw_lifecycle(
                             invocation_id=None,
                             deadline=None,
                             cancel_hook=True,
+                            trace_context=None,
                             now=now(),
                         )
                         ex(

@@ -51,6 +51,7 @@ from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
 from longcall.workflows.state import Reducer, StateSchemaValidator
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
     from typing_extensions import Unpack
 
     from longcall.options import (
@@ -77,6 +78,7 @@ class App:
 
     ``migrate`` (default True) brings the schema up to date on first use; with False an
     outdated schema raises :class:`~longcall.errors.SchemaError` naming ``longcall migrate``.
+    ``tracer_provider`` receives the spans (:mod:`longcall.telemetry`; default: the global one).
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class App:
         checkpoint_delay: str | float = "20ms",
         threads: int = 8,
         store: Store | None = None,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.url = url or os.environ.get("LONGCALL_DATABASE_URL") or DEFAULT_URL
         clock = clock or SystemClock()
@@ -112,6 +115,7 @@ class App:
             session_lease=parse_duration(session_lease),
             progress_throttle=parse_duration(progress_throttle),
             threads=threads,
+            tracer_provider=tracer_provider,
         )
         # The engines, side by side on the runtime.
         self.jobs = Jobs(self.runtime)
@@ -277,29 +281,29 @@ class App:
     def complete(self, job_id: str, result: Any = None) -> FinishOutcome:
         """Record a job's result. The first terminal result wins; later ones change nothing."""
         self.refuse_in_loop("complete")
-        return self.store.finish(job_id, JobState.SUCCEEDED, result)
+        return self.jobs.completions.finish(job_id, JobState.SUCCEEDED, result)
 
     async def complete_async(self, job_id: str, result: Any = None) -> FinishOutcome:
-        return await self.in_thread(self.store.finish, job_id, JobState.SUCCEEDED, result)
+        return await self.jobs.completions.finish_async(job_id, JobState.SUCCEEDED, result)
 
     def fail(self, job_id: str, error: str | dict[str, Any]) -> FinishOutcome:
         """Record that a job failed; ``error`` is a message or a JSON object."""
         self.refuse_in_loop("fail")
-        return self.store.finish(job_id, JobState.FAILED, _error_body(error))
+        return self.jobs.completions.finish(job_id, JobState.FAILED, _error_body(error))
 
     async def fail_async(self, job_id: str, error: str | dict[str, Any]) -> FinishOutcome:
-        return await self.in_thread(self.store.finish, job_id, JobState.FAILED, _error_body(error))
+        return await self.jobs.completions.finish_async(job_id, JobState.FAILED, _error_body(error))
 
     def cancel(self, job_id: str, reason: str | None = None) -> FinishOutcome:
         """Cancel a job: the agent hears so, and the tool's ``on_cancel`` hook is called."""
         self.refuse_in_loop("cancel")
-        return self.store.finish(
+        return self.jobs.completions.finish(
             job_id, JobState.CANCELLED, _cancel_body(reason), request_cancel=True
         )
 
     async def cancel_async(self, job_id: str, reason: str | None = None) -> FinishOutcome:
-        return await self.in_thread(
-            self.store.finish, job_id, JobState.CANCELLED, _cancel_body(reason), request_cancel=True
+        return await self.jobs.completions.finish_async(
+            job_id, JobState.CANCELLED, _cancel_body(reason), request_cancel=True
         )
 
     def progress(self, job_id: str, data: Any, *, notify_model: bool = False) -> Job | None:
@@ -337,7 +341,7 @@ class App:
         created yet is kept and applied when it is (see :meth:`Store.ingest`).
         """
         self.refuse_in_loop("ingest")
-        return self.store.ingest(
+        return self.jobs.completions.ingest(
             source=source,
             delivery_id=delivery_id,
             job_id=job_id,
@@ -357,8 +361,7 @@ class App:
         payload: Any = None,
         notify_model: bool = False,
     ) -> Ingested:
-        return await self.in_thread(
-            self.store.ingest,
+        return await self.jobs.completions.ingest_async(
             source=source,
             delivery_id=delivery_id,
             job_id=job_id,
@@ -401,6 +404,7 @@ class App:
             None if deadline is None else parse_duration(deadline),
             cancel_hook=tool is not None and tool.on_cancel is not None,
             legacy_id=legacy_id,
+            trace_context=self.runtime.telemetry.trace_context(),
         )
         # No body to submit: the work is already under way elsewhere.
         return self.store.create_job(new, holder=self.holder, dispatch_lease=0, dispatch=False)

@@ -15,12 +15,16 @@ import socket
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from longcall.core.clock import Clock
 from longcall.core.observed import Observed
 from longcall.errors import SyncInAsyncError
 from longcall.store import Store
+from longcall.telemetry import Telemetry
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 log = logging.getLogger("longcall")
 
@@ -57,7 +61,8 @@ class Runtime:
 
     ``dispatch_lease``: how long a tool's submission is held before another process may retry
     it; ``session_lease``: how long a turn or a delivery holds a session without renewing;
-    ``progress_throttle``: the least time between two progress notes reaching the model.
+    ``progress_throttle``: the least time between two progress notes reaching the model;
+    ``tracer_provider``: where the spans go (:mod:`longcall.telemetry`; None: the global one).
     """
 
     def __init__(
@@ -69,6 +74,7 @@ class Runtime:
         session_lease: float,
         progress_throttle: float,
         threads: int,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -77,6 +83,7 @@ class Runtime:
         self.progress_throttle = progress_throttle
         self.holder = new_holder_id()
         self.observers = Observers()
+        self.telemetry = Telemetry(tracer_provider)
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="longcall")
 
     def refuse_in_loop(self, method: str) -> None:

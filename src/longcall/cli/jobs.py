@@ -21,6 +21,7 @@ from longcall.cli._support import (
     readable,
 )
 from longcall.shapes import event_json, job_json
+from longcall.telemetry import completion_via
 
 if TYPE_CHECKING:
     from longcall.core.jobs import Job
@@ -134,7 +135,7 @@ def jobs_complete(
 ) -> None:
     """Complete a job; the first terminal result wins."""
     value = json_arg(result, "--result")
-    with open_app(database) as app:
+    with open_app(database) as app, completion_via("cli"):
         _finish(app.complete(job_id, value), output, strict)
 
 
@@ -146,7 +147,7 @@ def jobs_complete(
 @click.option("--error", required=True, help="What went wrong.")
 def jobs_fail(database: str, output: str | None, strict: bool, job_id: str, error: str) -> None:
     """Fail a job."""
-    with open_app(database) as app:
+    with open_app(database) as app, completion_via("cli"):
         _finish(app.fail(job_id, error), output, strict)
 
 
@@ -160,7 +161,7 @@ def jobs_cancel(
     database: str, output: str | None, strict: bool, job_id: str, reason: str | None
 ) -> None:
     """Cancel a job; its tool's on_cancel hook runs in a worker."""
-    with open_app(database) as app:
+    with open_app(database) as app, completion_via("cli"):
         _finish(app.cancel(job_id, reason), output, strict)
 
 

@@ -36,16 +36,25 @@ from longcall.cli.prune import keep_option, prune
 from longcall.cli.runs import runs
 from longcall.core.retention import Retention
 from longcall.errors import ConfigError, LongcallError, StoreError
+from longcall.logs import LOG_FORMATS
+from longcall.logs import configure as configure_logging
 from longcall.shapes import iso
 
 
 @click.group(cls=LongcallGroup, epilog=EXIT_CODES)
 @click.version_option(package_name="longcall")
 @click.option("-v", "--verbose", count=True, help="Log more (-v info, -vv debug).")
-def main(verbose: int) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    envvar="LONGCALL_LOG_FORMAT",
+    show_default=True,
+    help="Log lines as text, or as one JSON object each (with job_id, run_id, session_id).",
+)
+def main(verbose: int, log_format: str) -> None:
     """longcall: durable long-running tool calls for AI agents."""
-    level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(logging.WARNING - 10 * min(verbose, 2), log_format)
 
 
 @main.command()

@@ -134,6 +134,9 @@ class Job:
     last_error: str | None = None
     attached_at: float | None = None  # when both session and call id were known
     claim_fence: int | None = None  # the session's fence when this claim was taken
+    # The W3C trace context (a JSON object: traceparent, tracestate) of the span the job was
+    # created in (schema 15), for the spans of its completion and delivery to link to.
+    trace_context: str | None = None
 
     @property
     def terminal(self) -> bool:

@@ -12,6 +12,7 @@ from collections import OrderedDict
 
 from longcall.core.jobs import CallIds, Job
 from longcall.errors import AttachConflict
+from longcall.logs import about
 from longcall.runtime import Runtime
 
 log = logging.getLogger("longcall")
@@ -49,7 +50,7 @@ class Joins:
         try:
             return self.runtime.store.attach(job.job_id, ids)
         except AttachConflict as exc:
-            log.warning("%s", exc)
+            log.warning("%s", exc, extra=about(job))
             return job
 
     async def attach_async(self, job_id: str, ids: CallIds) -> Job:

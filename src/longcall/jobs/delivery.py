@@ -38,9 +38,11 @@ from longcall.core.jobs import (
 from longcall.errors import FenceLost, UnknownCallError
 from longcall.jobs.engine import Jobs
 from longcall.jobs.observer import CallObserver
+from longcall.logs import about
 from longcall.runtime import new_holder_id
 from longcall.store.core import NOTIFY_CHANNEL
 from longcall.store.wakeups import listen_in_thread, wait_any
+from longcall.telemetry import APP_NAME, DELIVERY_OUTCOME, SESSION_ID, USER_ID
 
 log = logging.getLogger("longcall.delivery")
 
@@ -168,6 +170,12 @@ class Deliverer:
         self, session: SessionKey, group: list[Job], *, release_after: bool
     ) -> bool:
         """Deliver one message; True when the session lease was released with the bookkeeping."""
+        with self.runtime.telemetry.deliver(group):
+            return await self._deliver_message(session, group, release_after=release_after)
+
+    async def _deliver_message(
+        self, session: SessionKey, group: list[Job], *, release_after: bool
+    ) -> bool:
         store, runner = self.runtime.store, self.runner
         user_id, session_id = session.user_id, session.session_id
         to_send, already = [], []
@@ -197,15 +205,22 @@ class Deliverer:
         observer = CallObserver(
             self.jobs.joins, app_name=runner.app_name, user_id=user_id, session_id=session_id
         )
+        turn = {APP_NAME: runner.app_name, USER_ID: user_id, SESSION_ID: session_id}
         try:
-            async for event in runner.run(user_id=user_id, session_id=session_id, message=message):
-                await observer.observe(event)
-                if self.on_event is not None:
-                    self.on_event(to_send[0], event)
+            with self.runtime.telemetry.span("longcall.agent_turn", turn):
+                async for event in runner.run(
+                    user_id=user_id, session_id=session_id, message=message
+                ):
+                    await observer.observe(event)
+                    if self.on_event is not None:
+                        self.on_event(to_send[0], event)
         except FenceLost as exc:
             # Another holder (or a user turn) has the session now: this delivery wrote
             # nothing after losing it, and its jobs are theirs, or ready again, to deliver.
-            log.warning("delivery to session %s stopped: %s", session, exc)
+            log.warning(
+                "delivery to session %s stopped: %s", session, exc, extra=about(session=session)
+            )
+            self.runtime.telemetry.failed(exc)
             await self._fenced_off(to_send)
             return False
         except UnknownCallError as exc:
@@ -222,7 +237,9 @@ class Deliverer:
                 session,
                 [j.job_id for j in to_send],
                 exc,
+                extra=about(to_send[0]),
             )
+            self.runtime.telemetry.failed(exc)
             for job in to_send:
                 await self.runtime.in_thread(
                     store.release,
@@ -266,6 +283,7 @@ class Deliverer:
         if not jobs:
             return
         self.stats[outcome] += len(jobs)
+        self.runtime.telemetry.note(DELIVERY_OUTCOME, outcome)
         for listener in self.jobs.delivery_listeners:
             for job in jobs:
                 listener(outcome, job)
@@ -279,11 +297,13 @@ class Deliverer:
                 "lost the claim on %d of jobs %s before marking them delivered",
                 len(jobs) - marked,
                 [j.job_id for j in jobs],
+                extra=about(jobs[0]),
             )
             self.stats["claim_lost"] += len(jobs) - marked
 
     async def _retry_later(self, jobs: list[Job], exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
+        self.runtime.telemetry.failed(exc)
         for job in jobs:
             if job.attempts >= self.max_attempts:
                 log.error(
@@ -291,6 +311,7 @@ class Deliverer:
                     job.job_id,
                     job.attempts,
                     error,
+                    extra=about(job),
                 )
                 delivery, delay = Delivery.FAILED, 0.0
                 self._count("delivery_failed", [job])
@@ -302,6 +323,7 @@ class Deliverer:
                     job.attempts,
                     delay,
                     error,
+                    extra=about(job),
                 )
                 self._count("delivery_retried", [job])
             await self.runtime.in_thread(
@@ -408,6 +430,7 @@ class Deliverer:
                     "giving back jobs %s",
                     session,
                     [j.job_id for j in jobs],
+                    extra=about(session=session),
                 )
                 # Given back under this claim's lease first: the delivery in hand releases
                 # only the takes it is told of, and only once told.
@@ -426,7 +449,12 @@ class Deliverer:
                     del in_flight[session]
                 wake.set()
                 if not task.cancelled() and task.exception() is not None:
-                    log.error("delivery to session %s failed", session, exc_info=task.exception())
+                    log.error(
+                        "delivery to session %s failed",
+                        session,
+                        exc_info=task.exception(),
+                        extra=about(session=session),
+                    )
 
             task.add_done_callback(done)
         return started

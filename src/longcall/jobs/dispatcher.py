@@ -21,6 +21,7 @@ from longcall.core.backoff import jittered
 from longcall.core.jobs import JobState, parse_duration
 from longcall.jobs.engine import Jobs
 from longcall.jobs.tools import JobHandle, pending_answer
+from longcall.logs import about
 from longcall.runtime import new_holder_id
 from longcall.store import OutboxItem
 
@@ -71,7 +72,12 @@ class Dispatcher:
                     await runtime.in_thread(
                         store.finish_dispatch, item.job_id, answer.message, answer.fields
                     )
-                    log.info("re-submitted job %s (attempt %d)", item.job_id, handle.attempt)
+                    log.info(
+                        "re-submitted job %s (attempt %d)",
+                        item.job_id,
+                        handle.attempt,
+                        extra=about(job_id=item.job_id),
+                    )
                     return
             elif tool.on_cancel is not None:
                 handle = JobHandle.of(job, attempt=item.attempts)
@@ -90,7 +96,13 @@ class Dispatcher:
     async def _failed(self, item: OutboxItem, error: str) -> None:
         runtime, store = self.jobs.runtime, self.jobs.runtime.store
         if item.attempts >= self.max_attempts:
-            log.error("giving up %s of job %s: %s", item.kind, item.job_id, error)
+            log.error(
+                "giving up %s of job %s: %s",
+                item.kind,
+                item.job_id,
+                error,
+                extra=about(job_id=item.job_id),
+            )
             await runtime.in_thread(store.finish_outbox, item.job_id, item.kind)
             await runtime.in_thread(
                 store.record,
@@ -114,6 +126,7 @@ class Dispatcher:
             item.attempts,
             delay,
             error,
+            extra=about(job_id=item.job_id),
         )
         await runtime.in_thread(store.retry_outbox, item, self.holder, error=error, delay=delay)
 

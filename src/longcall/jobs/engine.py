@@ -16,8 +16,10 @@ from typing import Any
 from longcall.core.jobs import Job, SessionKey
 from longcall.errors import ConfigError
 from longcall.jobs._joins import Joins
+from longcall.jobs.completions import Completions
 from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.jobs.turns import SessionTurns
+from longcall.logs import about
 from longcall.runtime import Runtime, new_holder_id
 
 log = logging.getLogger("longcall")
@@ -30,6 +32,7 @@ class Jobs:
         self.runtime = runtime
         self.joins = Joins(runtime)
         self.turns = SessionTurns(runtime)
+        self.completions = Completions(runtime)
         # By name: the dispatcher finds a queued job's body here.
         self.tools: dict[str, LongRunningTool] = {}
         # Called as (outcome, job) for each delivery the deliverer makes: "delivered",
@@ -87,11 +90,14 @@ class Jobs:
             try:
                 [kept] = await runtime.in_thread(self.turns.renew, [(session, holder)])
             except Exception:
-                log.exception("could not renew the lease on session %s", session)
+                log.exception(
+                    "could not renew the lease on session %s", session, extra=about(session=session)
+                )
                 continue
             if not kept:
                 log.error(
                     "the %s on session %s outlived its lease; a resume may overlap it",
                     kind,
                     session,
+                    extra=about(session=session),
                 )

@@ -10,6 +10,7 @@ from longcall.agents import AgentEvent
 from longcall.core.jobs import CallIds
 from longcall.errors import AttachConflict, JobNotFound
 from longcall.jobs._joins import Joins
+from longcall.logs import about
 
 log = logging.getLogger("longcall.agents")
 
@@ -51,7 +52,13 @@ class CallObserver:
                 await self._joins.attach_async(job_id, ids)
                 self.attached.append(job_id)
             except (AttachConflict, JobNotFound) as exc:
-                log.warning("could not attach job %s to call %s: %s", job_id, response.id, exc)
+                log.warning(
+                    "could not attach job %s to call %s: %s",
+                    job_id,
+                    response.id,
+                    exc,
+                    extra=about(job_id=job_id, session_id=self._ids.session_id),
+                )
 
     async def observe_all(self, events: Iterable[AgentEvent]) -> None:
         for event in events:

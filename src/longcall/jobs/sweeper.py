@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 
 from longcall.core.jobs import Job, expired_result, parse_duration
+from longcall.logs import about
 from longcall.runtime import Runtime
 
 log = logging.getLogger("longcall.sweeper")
@@ -45,7 +46,7 @@ class Sweeper:
                 done = store.expire(job)
                 if done is not None:
                     expired.append(done)
-                    log.info("job %s expired", job.job_id)
+                    log.info("job %s expired", job.job_id, extra=about(job))
             if len(overdue) < self.batch:
                 break
         store.fold_counts()

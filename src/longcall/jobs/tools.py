@@ -23,7 +23,8 @@ import logging
 import string
 import types
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -33,8 +34,10 @@ import pydantic_core
 from longcall.core.jobs import STILL_WORKING, CallIds, Job, job_id_for, parse_duration, status_word
 from longcall.errors import ConfigError, ToolArgumentsError
 from longcall.jobs._joins import Joins
+from longcall.logs import about
 from longcall.runtime import Runtime
 from longcall.store.base import NewJob
+from longcall.telemetry import APP_NAME, CALL_ID, JOB_ID, SESSION_ID, TOOL_NAME, USER_ID
 
 log = logging.getLogger("longcall.tools")
 
@@ -200,7 +203,26 @@ class LongRunningTool:
             return await self.call_body(handle, args, context)
         return await asyncio.to_thread(self.call_body, handle, args, context)
 
-    def _new_job(self, values: Mapping[str, Any], ids: CallIds) -> NewJob:
+    @contextmanager
+    def _span(self, values: Mapping[str, Any], ids: CallIds) -> Iterator[NewJob]:
+        """The ``longcall.tool_call`` span, current inside the block, and the job to create
+        in it (which keeps the span's trace context)."""
+        telemetry = self.runtime.telemetry
+        attributes = {
+            TOOL_NAME: self.name,
+            APP_NAME: ids.app_name,
+            USER_ID: ids.user_id,
+            SESSION_ID: ids.session_id,
+            CALL_ID: ids.call_id,
+        }
+        with telemetry.span("longcall.tool_call", attributes) as span:
+            new = self._new_job(values, ids, telemetry.trace_context())
+            telemetry.set(span, JOB_ID, new.job_id)
+            yield new
+
+    def _new_job(
+        self, values: Mapping[str, Any], ids: CallIds, trace_context: str | None = None
+    ) -> NewJob:
         return NewJob(
             self.job_id(values, ids),
             self.name,
@@ -211,17 +233,28 @@ class LongRunningTool:
             by_call=self.key is None,
             # Jobs made before ids were namespaced carry the bare key: the same user's is found.
             legacy_id=self.filled_key(values, ids),
+            trace_context=trace_context,
         )
 
     def _abandoned(self, job: Job, exc: Exception) -> dict[str, Any]:
-        log.warning("tool %s could not start job %s: %r", self.name, job.job_id, exc)
+        log.warning(
+            "tool %s could not start job %s: %r",
+            self.name,
+            job.job_id,
+            exc,
+            extra=about(job),
+        )
+        self.runtime.telemetry.failed(exc)
         # No jobId: the job was removed again, and an observer must not try to attach it.
         return {"status": "error", "message": f"the job could not be started: {exc}"}
 
     def _refused(self, job: Job) -> dict[str, Any]:
         # Only an admin or library code can write into a user's namespace; even then the
         # caller is never handed a stranger's pending job (nor its id).
-        log.warning("tool %s: job %s belongs to another user", self.name, job.job_id)
+        log.warning(
+            "tool %s: job %s belongs to another user", self.name, job.job_id, extra=about(job)
+        )
+        self.runtime.telemetry.failed("the job id is taken by another user's job")
         return {"status": "error", "message": "the job id is taken by another user's job"}
 
     def invoke(
@@ -249,11 +282,15 @@ class LongRunningTool:
             values = self.validate(args)
         except ToolArgumentsError as exc:
             return exc.as_response()
+        with self._span(values, ids) as new:
+            return self._start_sync(new, values, ids, context)
+
+    def _start_sync(
+        self, new: NewJob, values: Mapping[str, Any], ids: CallIds, context: Sequence[object]
+    ) -> dict[str, Any]:
         store = self.runtime.store
         job, created = store.create_job(
-            self._new_job(values, ids),
-            holder=self.runtime.holder,
-            dispatch_lease=self.runtime.dispatch_lease,
+            new, holder=self.runtime.holder, dispatch_lease=self.runtime.dispatch_lease
         )
         if not created:
             if _strangers(job, ids):
@@ -280,20 +317,25 @@ class LongRunningTool:
         A sync tool runs whole (its store calls and its body) in one hop to the app's
         thread pool; an async body runs on the loop.
         """
-        runtime, joins = self.runtime, self.joins
+        runtime = self.runtime
         if not self.is_async:
-            return await runtime.in_thread(self._invoke_sync, args, ids, context)
+            invoke = runtime.telemetry.carry(self._invoke_sync)
+            return await runtime.in_thread(invoke, args, ids, context)
         ids = ids or CallIds()
         try:
             values = self.validate(args)
         except ToolArgumentsError as exc:
             return exc.as_response()
+        with self._span(values, ids) as new:
+            return await self._start_async(new, values, ids, context)
+
+    async def _start_async(
+        self, new: NewJob, values: Mapping[str, Any], ids: CallIds, context: Sequence[object]
+    ) -> dict[str, Any]:
+        runtime, joins = self.runtime, self.joins
         store = runtime.store
         job, created = await runtime.in_thread(
-            store.create_job,
-            self._new_job(values, ids),
-            holder=runtime.holder,
-            dispatch_lease=runtime.dispatch_lease,
+            store.create_job, new, holder=runtime.holder, dispatch_lease=runtime.dispatch_lease
         )
         if not created:
             if _strangers(job, ids):

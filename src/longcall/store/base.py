@@ -92,6 +92,9 @@ class NewJob:
     # and user, of the same tool and arguments, is this job. A framework that runs the tool
     # again for the same call (ADK re-execution, LangGraph's interrupt) gets it back.
     by_call: bool = False
+    # The W3C trace context of the span the job is created in (longcall.telemetry), kept so
+    # that its completion and delivery, days later and elsewhere, link to that span.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +259,7 @@ class Store(
                     args=dumps(dict(new.args)),
                     deadline=new.deadline,
                     cancel_hook=new.cancel_hook,
+                    trace_context=new.trace_context,
                     now=now,
                     **new.ids.as_dict(),
                 )

@@ -221,4 +221,5 @@ def job_from_row(row: Row) -> Job:
         last_error=row["last_error"],
         attached_at=row["attached_at"],
         claim_fence=row["claim_fence"],
+        trace_context=row["trace_context"],
     )

@@ -38,6 +38,7 @@ from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint
 from longcall.workflows._checkpoints import LateCheckpoints
+from longcall.workflows._spans import task_span
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")
@@ -474,23 +475,25 @@ class Task(Generic[P, R]):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        frame = _Frame(position)
-        started = time.time()
-        while True:
-            token = _frame.set(frame)
-            try:
-                value = self.func(*args, **kwargs)
-            except Exception as exc:
-                failure = self._failed(exe, frame, exc)
-                if failure is None:
-                    continue
-                exe.record(position, self.name, digest, False, failure, frame, started)
-                raise TaskError(self.name, **failure) from exc
-            finally:
-                _frame.reset(token)
-            break
-        exe.record(position, self.name, digest, True, to_jsonable_python(value), frame, started)
-        return value
+        with task_span(exe.runtime.telemetry, exe.run.run_id, self.name, position):
+            frame = _Frame(position)
+            started = time.time()
+            while True:
+                token = _frame.set(frame)
+                try:
+                    value = self.func(*args, **kwargs)
+                except Exception as exc:
+                    failure = self._failed(exe, frame, exc)
+                    if failure is None:
+                        continue
+                    exe.record(position, self.name, digest, False, failure, frame, started)
+                    raise TaskError(self.name, **failure) from exc
+                finally:
+                    _frame.reset(token)
+                break
+            result = to_jsonable_python(value)
+            exe.record(position, self.name, digest, True, result, frame, started)
+            return value
 
     async def _call_async(
         self,
@@ -503,6 +506,17 @@ class Task(Generic[P, R]):
         step = exe.replay(position, self.name, digest)
         if step is not None:
             return self._replayed(step)
+        with task_span(exe.runtime.telemetry, exe.run.run_id, self.name, position):
+            return await self._run_async(exe, position, digest, args, kwargs)
+
+    async def _run_async(
+        self,
+        exe: Execution,
+        position: int,
+        digest: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
         frame = _Frame(position)
         started = time.time()
         runtime = exe.runtime

@@ -33,6 +33,7 @@ from typing import Any
 
 from longcall.core.jobs import parse_duration
 from longcall.core.runs import Run, RunStatus
+from longcall.logs import about
 from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim
 from longcall.store.wakeups import watch_in_thread
 from longcall.workflows.runs import Workflows
@@ -267,7 +268,9 @@ class RunWorker:
         try:
             self._chain(held, slot, self._direct)
         except Exception:
-            log.exception("executing run %s failed", slot.run.run_id)
+            log.exception(
+                "executing run %s failed", slot.run.run_id, extra=about(run_id=slot.run.run_id)
+            )
         finally:
             self._free_direct(slot)  # unless the cancel watcher has given it up already
             with self._moving:

@@ -29,10 +29,12 @@ from longcall.errors import (
     RunStateError,
     WorkflowError,
 )
+from longcall.logs import about
 from longcall.runtime import Runtime
 from longcall.store.runs import CANCELLED, Checkpoint, Held, NextClaim
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._leases import Heartbeat
+from longcall.workflows._spans import ended, run_span
 from longcall.workflows.answers import check_answers, key_number
 from longcall.workflows.engine import (
     Cancelled,
@@ -331,20 +333,24 @@ class Workflows:
         return await self.runtime.in_thread(self._end, wf, exe, outcome, then_claim)
 
     def _body(self, wf: Workflow[..., Any], exe: Execution) -> tuple[RunStatus, Any, Any]:
-        try:
-            kwargs = wf.arguments(exe.run.input, exe.ctx)
-            return self._finished(wf, exe, run_body(wf.func, exe, (), kwargs))
-        except BaseException as exc:
-            return self._stopped(exe, exc)
+        with run_span(self.runtime.telemetry, exe.run) as span:
+            try:
+                kwargs = wf.arguments(exe.run.input, exe.ctx)
+                outcome = self._finished(wf, exe, run_body(wf.func, exe, (), kwargs))
+            except BaseException as exc:
+                outcome = self._stopped(exe, exc)
+            return ended(self.runtime.telemetry, span, outcome)
 
     async def _body_async(
         self, wf: Workflow[..., Any], exe: Execution
     ) -> tuple[RunStatus, Any, Any]:
-        try:
-            kwargs = wf.arguments(exe.run.input, exe.ctx)
-            return self._finished(wf, exe, await run_body_async(wf.func, exe, (), kwargs))
-        except BaseException as exc:
-            return self._stopped(exe, exc)
+        with run_span(self.runtime.telemetry, exe.run) as span:
+            try:
+                kwargs = wf.arguments(exe.run.input, exe.ctx)
+                outcome = self._finished(wf, exe, await run_body_async(wf.func, exe, (), kwargs))
+            except BaseException as exc:
+                outcome = self._stopped(exe, exc)
+            return ended(self.runtime.telemetry, span, outcome)
 
     def _finished(
         self, wf: Workflow[..., Any], exe: Execution, value: Any
@@ -366,7 +372,7 @@ class Workflows:
         if isinstance(exc, Lost):
             return RunStatus.RUNNING, None, None
         if isinstance(exc, Exception):
-            log.info("run %s failed: %s", exe.run.run_id, exc)
+            log.info("run %s failed: %s", exe.run.run_id, exc, extra=about(run_id=exe.run.run_id))
             return RunStatus.FAILED, None, _error(exc)
         raise exc  # KeyboardInterrupt, SystemExit: the lease runs out, another worker resumes
 

@@ -31,6 +31,7 @@ from longcall.server.errors import error
 from longcall.shapes import Event
 from longcall.shapes import Job as JobShape
 from longcall.store import SEARCH_WINDOW
+from longcall.telemetry import completion_via
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 
@@ -248,7 +249,8 @@ def _finishing(
         body = await body_of(request, model)
         if isinstance(body, Response):
             return body
-        outcome = await finish(app, job.job_id, body)
+        with completion_via("api"):
+            outcome = await finish(app, job.job_id, body)
         return _changed(outcome.changed, outcome.job)
 
     return handler

@@ -4,11 +4,12 @@
 
 -- name: insert_job
 INSERT INTO lc_jobs (job_id, tool_name, args, app_name, user_id, session_id, call_id,
-                     invocation_id, deadline_at, created_at, updated_at, attached_at, cancel_hook)
+                     invocation_id, deadline_at, created_at, updated_at, attached_at, cancel_hook,
+                     trace_context)
 VALUES (%(job_id)s, %(tool_name)s, %(args)s::jsonb, %(app_name)s, %(user_id)s, %(session_id)s, %(call_id)s,
         %(invocation_id)s, lc_now(%(now)s) + %(deadline)s, lc_now(%(now)s), lc_now(%(now)s),
         CASE WHEN %(session_id)s::text IS NOT NULL AND %(call_id)s::text IS NOT NULL
-             THEN lc_now(%(now)s) END, %(cancel_hook)s)
+             THEN lc_now(%(now)s) END, %(cancel_hook)s, %(trace_context)s)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING *;
 

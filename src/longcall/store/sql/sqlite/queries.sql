@@ -3,10 +3,12 @@
 
 -- name: insert_job
 INSERT INTO lc_jobs (job_id, tool_name, args, app_name, user_id, session_id, call_id,
-                     invocation_id, deadline_at, created_at, updated_at, attached_at, cancel_hook)
+                     invocation_id, deadline_at, created_at, updated_at, attached_at, cancel_hook,
+                     trace_context)
 VALUES (:job_id, :tool_name, :args, :app_name, :user_id, :session_id, :call_id,
         :invocation_id, :now + :deadline, :now, :now,
-        CASE WHEN :session_id IS NOT NULL AND :call_id IS NOT NULL THEN :now END, :cancel_hook)
+        CASE WHEN :session_id IS NOT NULL AND :call_id IS NOT NULL THEN :now END, :cancel_hook,
+        :trace_context)
 ON CONFLICT (job_id) DO NOTHING
 RETURNING *;
 

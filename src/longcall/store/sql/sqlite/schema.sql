@@ -34,7 +34,8 @@ CREATE TABLE lc_jobs (
     attached_at     REAL,  -- schema 6
     cancel_hook     INTEGER NOT NULL DEFAULT 1,  -- schema 7: its tool declared on_cancel
     claim_fence     INTEGER,  -- schema 10: the session fence of its claim
-    pending_fields  TEXT  -- schema 11: what the tool returned beside its message
+    pending_fields  TEXT,  -- schema 11: what the tool returned beside its message
+    trace_context   TEXT  -- schema 15: the W3C trace context it was created in
 );
 
 -- Claims read only ready rows: the cost stays flat however many jobs are open.
