@@ -354,6 +354,7 @@ class Phase:
     jobs: int = 0  # background jobs created and completed
     job_rate: float = 0.0  # background jobs a second in the loaded window
     latency: tuple[float, float] = (0.0, 0.0)  # background requests: median and max, seconds
+    slow: int = 0  # background requests that took over half a second
     messages: int = 0
     missed: int = 0  # (stream, job) pairs whose completed version never arrived
     problems: list[str] = field(default_factory=list)
@@ -413,6 +414,7 @@ async def phase(
         result.jobs = len(load.owners)
         if load.took:
             result.latency = (statistics.median(load.took), max(load.took))
+            result.slow = sum(took > 0.5 for took in load.took)
         result.problems += load.errors
         everyone, users = set(load.owners), {j for j, u in load.owners.items() if u == USER}
 
@@ -482,7 +484,8 @@ def show(p: Phase) -> None:
         f"{p.loaded.server_cpu:.1f}% (bench {p.loaded.client_cpu:.1f}%), queries/s quiet "
         f"{q(p.quiet.queries)} loaded {q(p.loaded.queries)} net {q(p.net)}, "
         f"{p.jobs} jobs ({p.job_rate:.1f}/s; requests {p.latency[0] * 1000:.0f} ms median, "
-        f"{p.latency[1] * 1000:.0f} ms max), {p.messages:,} messages, {p.missed} missed",
+        f"{p.latency[1] * 1000:.0f} ms max, {p.slow} over 500 ms), {p.messages:,} messages, "
+        f"{p.missed} missed",
         flush=True,
     )
     for problem in p.problems[:10]:
