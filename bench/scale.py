@@ -46,10 +46,8 @@ import http.client
 import json
 import os
 import re
-import socket
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +59,7 @@ from urllib.parse import urlencode
 
 import longcall
 from pg_databases import BenchDatabases, add_prefix_option
+from served import Server
 
 RATIO_TARGET = 1.5
 DAY = 86400.0
@@ -256,50 +255,6 @@ class Backend:
 # -- the server and the client ----------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Server:
-    """``longcall serve`` on ``url`` in a process of its own."""
-
-    def __init__(self, url: str, log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        command = [sys.executable, "-m", "longcall", "serve", "--database", url]
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [*command, "--host", "127.0.0.1", "--port", str(self.port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise SystemExit(f"the server did not come up; see {log}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @dataclass
 class Answer:
     status: int
@@ -463,6 +418,7 @@ def check(probe: Probe, answer: Answer, backend: Backend) -> str | None:
         # A search page reads a bounded window of the newest jobs (the API's `q`): it is
         # right when it lists only matches, all of them or a `next_cursor` to go on from.
         # That following the cursors finds every match is tests/test_listings.py's to show.
+        assert expected is not None
         page = json.loads(answer.body)
         jobs = page["jobs"]
         if any(NEEDLE not in json.dumps(j["args"]) for j in jobs):

@@ -51,14 +51,11 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import http.client
 import json
 import os
 import re
 import resource
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +65,7 @@ from typing import Any
 
 import longcall
 from pg_databases import BenchDatabases, add_prefix_option
+from served import Server
 
 RATIO_TARGET = 1.5
 SLACK = 0.5  # queries a second the loaded net figure may exceed its target by (noise)
@@ -89,12 +87,6 @@ def raise_open_files() -> int:
     return hard
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` (all its threads) so far."""
     text = Path(f"/proc/{pid}/stat").read_text()
@@ -105,57 +97,6 @@ def cpu_seconds(pid: int) -> float:
 def own_cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
-
-
-class Server:
-    """``longcall serve`` on ``url`` in a process of its own (with this process's limits)."""
-
-    def __init__(self, url: str, log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        self.log_start = log.stat().st_size if log.exists() else 0
-        command = [sys.executable, "-m", "longcall", "serve", "--database", url]
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [*command, "--host", "127.0.0.1", "--port", str(self.port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
-                    conn.close()
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.stop()
-                raise SystemExit(f"the server did not come up; see {log}")
-            time.sleep(0.1)
-
-    def open_files_limit(self) -> str:
-        for line in Path(f"/proc/{self.proc.pid}/limits").read_text().splitlines():
-            if line.startswith("Max open files"):
-                return " ".join(line.split()[3:5])
-        return "?"
-
-    def output(self) -> list[str]:
-        """What the server wrote to its log since it started."""
-        with self.log.open("rb") as log:
-            log.seek(self.log_start)
-            return log.read().decode(errors="replace").splitlines()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 class Transactions:
