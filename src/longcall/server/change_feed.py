@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from longcall.app import App
 from longcall.core.jobs import Job
@@ -40,6 +40,7 @@ class ChangeFeed:
         self._poll = poll
         self._closing = closing
         self._jobs: dict[str, Job] = {}  # the newest version of each job changed lately
+        self._encoded: dict[tuple[str, float], bytes] = {}  # (job id, version) -> message
         self._followers = 0
         self._wanted_at = 0.0  # when a stream last asked for the feed or stopped following it
         self._task: asyncio.Task[None] | None = None
@@ -76,6 +77,15 @@ class ChangeFeed:
         and its client reconnects, as when it asked the store itself."""
         if self._trouble is not None:
             raise self._trouble
+
+    def encoded(self, job: Job, encode: Callable[[Job], bytes]) -> bytes:
+        """``encode(job)``, made once per version of a job for every stream that sends it
+        (a thousand streams sending one change serialize it once)."""
+        key = (job.job_id, job.updated_at)
+        found = self._encoded.get(key)
+        if found is None:
+            found = self._encoded[key] = encode(job)
+        return found
 
     def changed_since(self, since: float) -> list[Job]:
         """The jobs whose last change is at or after ``since``, oldest change first; ``since``
@@ -136,6 +146,8 @@ class ChangeFeed:
         keep_from = self.newest - 2 * LOOKBACK
         for job_id in [k for k, job in self._jobs.items() if job.updated_at < keep_from]:
             del self._jobs[job_id]
+        for key in [k for k in self._encoded if k[1] < keep_from]:
+            del self._encoded[key]
 
 
 class JobWatch:

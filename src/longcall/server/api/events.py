@@ -66,6 +66,10 @@ async def job_stream(request: Request, app: App, who: Principal) -> Response:
     return stream(messages())
 
 
+def _job_message(job: Job) -> bytes:
+    return message("job", JobShape.of(job), _cursor_of(job))
+
+
 def _cursor_of(job: Job) -> str:
     text = json.dumps([job.updated_at, job.job_id])
     return base64.urlsafe_b64encode(text.encode()).decode()
@@ -139,7 +143,7 @@ async def all_events(request: Request, app: App, who: Principal) -> Response:
                         sent[job.job_id] = job.updated_at
                         high = max(high, job.updated_at)
                         quiet = False
-                        yield message("job", JobShape.of(job), _cursor_of(job))
+                        yield feed.encoded(job, _job_message)
                 for job_id in [k for k, at in sent.items() if at < high - LOOKBACK]:
                     del sent[job_id]
                 if keepalive and quiet:
