@@ -61,6 +61,11 @@ def test_guide_adk_example_runs_and_resumes(
         message = types.Content(role="user", parts=[types.Part(text="Export my data to CSV")])
         async for _ in runner.run_async(user_id="ana", session_id="s1", new_message=message):
             pass
+        # The plugin gives the turn's session lease back after the turn; until it has, a
+        # delivery to that session waits its turn.
+        for plugin in runner.plugin_manager.plugins:
+            if isinstance(plugin, adk.LongcallPlugin):
+                await plugin.settled()
         outcome = await jobs.complete_async(
             longcall.job_id_for("export:s1:csv", "ana"), {"url": "https://example.com/a.csv"}
         )
@@ -119,6 +124,11 @@ def test_the_guide_from_agents_folder_to_resumed_answer(
         message = types.Content(role="user", parts=[types.Part(text="Export my data to CSV")])
         async for _ in runner.run_async(user_id="ana", session_id="s1", new_message=message):
             pass
+        # The plugin gives the turn's session lease back after the turn; until it has, a
+        # delivery to that session waits its turn.
+        for plugin in runner.plugin_manager.plugins:
+            if isinstance(plugin, adk.LongcallPlugin):
+                await plugin.settled()
         # The CLI blocks: from another thread, as from another terminal.
         listed = await asyncio.to_thread(
             cli.invoke, main, ["jobs", "list", "--session", "s1", "-o", "json"]

@@ -40,8 +40,9 @@ CREATE TRIGGER lc_jobs_recounted AFTER UPDATE OF state, delivery ON lc_jobs
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.delivery IS DISTINCT FROM NEW.delivery)
     EXECUTE FUNCTION lc_count_job_change();
 -- The metrics read the runs not finished (by status, and the oldest queued) from this
--- index alone: as many entries as there are open runs, whatever the size of the table.
-CREATE INDEX lc_runs_open ON lc_runs (status, available_at)
+-- index: as many entries as there are open runs, whatever the size of the table. Status
+-- is not a key of it: a run looked up by id and status must keep to the primary key.
+CREATE INDEX lc_runs_open ON lc_runs (available_at)
     WHERE status IN ('queued', 'running', 'waiting_input');
 -- Retention (the worker's pruner, `longcall prune`): deliveries from outside and early results
 -- are removed oldest first, a small batch at a time, through these.

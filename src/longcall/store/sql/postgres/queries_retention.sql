@@ -14,7 +14,7 @@ DELETE FROM lc_jobs WHERE job_id IN (
       AND state <> 'started' AND delivery <> 'ready'
       AND NOT EXISTS (SELECT 1 FROM lc_outbox WHERE lc_outbox.job_id = lc_jobs.job_id)
     ORDER BY created_at
-    LIMIT %(limit)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 );
 
@@ -30,7 +30,7 @@ DELETE FROM lc_runs WHERE run_id IN (
     WHERE created_at < (lc_now(%(now)s) - %(age)s) AND finished_at < (lc_now(%(now)s) - %(age)s)
       AND status IN ('completed', 'failed', 'cancelled')
     ORDER BY created_at
-    LIMIT %(limit)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 );
 
@@ -43,7 +43,7 @@ WHERE created_at < (lc_now(%(now)s) - %(age)s) AND finished_at < (lc_now(%(now)s
 DELETE FROM lc_inbox WHERE (source, delivery_id) IN (
     SELECT source, delivery_id FROM lc_inbox WHERE received_at < (lc_now(%(now)s) - %(age)s)
     ORDER BY received_at
-    LIMIT %(limit)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 );
 
@@ -54,7 +54,7 @@ SELECT COUNT(*) AS n FROM lc_inbox WHERE received_at < (lc_now(%(now)s) - %(age)
 DELETE FROM lc_early_results WHERE job_id IN (
     SELECT job_id FROM lc_early_results WHERE received_at < (lc_now(%(now)s) - %(age)s)
     ORDER BY received_at
-    LIMIT %(limit)s
+    LIMIT {limit}
     FOR UPDATE SKIP LOCKED
 );
 

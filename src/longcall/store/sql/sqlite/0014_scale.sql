@@ -30,8 +30,9 @@ CREATE TRIGGER lc_jobs_uncounted AFTER DELETE ON lc_jobs BEGIN
     UPDATE lc_job_counts SET n = n - 1 WHERE state = OLD.state AND delivery = OLD.delivery;
 END;
 -- The metrics read the runs not finished (by status, and the oldest queued) from this
--- index alone: as many entries as there are open runs, whatever the size of the table.
-CREATE INDEX lc_runs_open ON lc_runs (status, available_at)
+-- index: as many entries as there are open runs, whatever the size of the table. Status
+-- is not a key of it: a run looked up by id and status must keep to the primary key.
+CREATE INDEX lc_runs_open ON lc_runs (available_at)
     WHERE status IN ('queued', 'running', 'waiting_input');
 -- Retention (the worker's pruner, `longcall prune`): deliveries from outside and early results
 -- are removed oldest first, a small batch at a time, through these.
