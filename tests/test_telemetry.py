@@ -281,12 +281,27 @@ def test_everything_works_without_a_tracer_provider(db_url: str) -> None:
 
 
 def test_importing_longcall_does_not_import_opentelemetry(sqlite_url: str) -> None:
-    """``import longcall`` (and making an App) works with opentelemetry not importable."""
+    """``import longcall``, a tool call, its completion and a workflow run work with
+    opentelemetry not importable (a plain ``pip install longcall``)."""
     script = (
         "import sys; sys.modules['opentelemetry'] = None\n"
         "import longcall\n"
         f"with longcall.App({sqlite_url!r}) as app:\n"
         "    assert not app.runtime.telemetry.enabled\n"
+        "    @app.long_running(key='k:{n}')\n"
+        "    def tool(n: int) -> str:\n"
+        "        'A tool.'\n"
+        "        return 'started'\n"
+        "    tool.invoke({'n': 1}, longcall.CallIds('a', 'u', 's', 'c', 'i'))\n"
+        "    [job] = app.list_jobs()\n"
+        "    assert app.complete(job.job_id, {'rows': 1}).changed\n"
+        "    @app.task()\n"
+        "    def double(n: int) -> int:\n"
+        "        return 2 * n\n"
+        "    @app.workflow('twice')\n"
+        "    def twice(n: int) -> int:\n"
+        "        return double(double(n))\n"
+        "    assert app.run_workflow('twice', 3).result == 12\n"
         "print('ok')\n"
     )
     done = subprocess.run(

@@ -110,11 +110,11 @@ class Telemetry:
     """
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
-        self._tracer: Tracer | None
+        self._tracer: Tracer | None = None
+        self._proxy: type | None = None
         try:
             from opentelemetry import context, propagate, trace
         except ImportError:
-            self._tracer = None
             return
         self._context = context
         self._trace = trace
