@@ -81,12 +81,21 @@ class Agent:
 
     async def ask(self, text: str, user: str = USER) -> list[Event]:
         message = types.Content(role="user", parts=[types.Part(text=text)])
-        return [
+        events = [
             e
             async for e in self.runner.run_async(
                 user_id=user, session_id=SESSION, new_message=message
             )
         ]
+        await self.settled()
+        return events
+
+    async def settled(self) -> None:
+        """Wait for the plugin to give the turn's session lease back: the run does not wait
+        for it, and a delivery to the session waits until it is back."""
+        for plugin in self.runner.plugin_manager.plugins:
+            if isinstance(plugin, adk.LongcallPlugin):
+                await plugin.settled()
 
     async def history(self) -> list[Event]:
         session = await self.sessions.get_session(
@@ -346,6 +355,7 @@ def test_adk_reexecuting_a_confirmed_tool_gets_the_same_job(db_url: str) -> None
                 user_id=USER, session_id=SESSION, new_message=message
             ):
                 pass
+            await a.settled()
             answers = [
                 dict(r.response or {})
                 for e in await a.history()
