@@ -62,14 +62,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import longcall
+from jobs import NoopAgent
 from longcall import FakeClock, Retention
-from longcall.agents import AgentEvent, Message
 from longcall.core.jobs import CallIds
 from longcall.retention import Pruner
 from pg_databases import BenchDatabases, add_prefix_option
@@ -87,21 +87,6 @@ JOBS_PER_SESSION = 10
 WEBHOOK_EVERY = 50  # one job in this many is finished by a webhook
 ALTERNATIVES = ((50, "20ms"), (20, "50ms"))
 PACE = 0.005  # seconds between two hot-path jobs
-
-
-class NoopAgent:
-    """An agent runner that takes every response and says nothing."""
-
-    app_name = "bench"
-
-    async def run(
-        self, *, user_id: str, session_id: str, message: Message
-    ) -> AsyncIterator[AgentEvent]:
-        if False:  # pragma: no cover - an async generator that yields nothing
-            yield AgentEvent(author="", invocation_id="")
-
-    async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
-        return False
 
 
 # -- the databases ------------------------------------------------------------------------
