@@ -22,7 +22,10 @@ class RetentionOps(StoreCore):
         first, in one transaction; how many went. Jobs and runs take their logs, steps and
         interrupts with them."""
         statement, now = KINDS[kind][0], self.now()
-        return self._transact(lambda tx: tx.run(statement, now=now, age=age, limit=limit))
+        removed = self._transact(lambda tx: tx.run(statement, now=now, age=age, limit=limit))
+        if removed:
+            self._after_bulk_delete()
+        return removed
 
     def count_prunable(self, kind: str, age: float) -> int:
         """How many records of ``kind`` :meth:`prune` would remove, all batches together (a

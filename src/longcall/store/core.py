@@ -181,6 +181,9 @@ class StoreCore(ABC):
         for listener in list(self.ready_listeners):
             listener()
 
+    def _after_bulk_delete(self) -> None:
+        """Called after each batch a prune removes, outside its transaction (see SQLite's)."""
+
     def _runs_queued(self) -> None:
         for listener in list(self.run_listeners):
             listener()

@@ -217,6 +217,17 @@ class SqliteStore(Store):
         except sqlite3.Error as exc:
             raise StoreUnavailable(_cannot_open(self.path, exc)) from exc
 
+    def _after_bulk_delete(self) -> None:
+        # A prune fills the write-ahead log fast, and SQLite checkpoints it in whichever
+        # commit takes it past its threshold: a completion's, which then waits for the copy
+        # and its fsync. Checkpointing here, in the pruner's thread, keeps that cost on the
+        # pruner. PASSIVE: it never waits for a reader or a writer.
+        try:
+            self._conn().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc):
+                raise StoreError(f"SQLite error: {exc}") from exc
+
     def _set_wal(self, conn: sqlite3.Connection) -> None:
         # Switching a new file to WAL needs an exclusive lock, and SQLite answers "locked"
         # at once, without the busy handler, while another connection does the same.

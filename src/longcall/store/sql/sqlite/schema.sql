@@ -270,6 +270,8 @@ CREATE INDEX lc_logins_expires ON lc_logins (expires_at);
 
 -- Schema 14: listings, metrics and retention flat in the size of the tables.
 CREATE INDEX lc_jobs_user_created ON lc_jobs (user_id, created_at, job_id);
+-- Schema 16: a user's listing filtered by state, from one index.
+CREATE INDEX lc_jobs_user_state_created ON lc_jobs (user_id, state, created_at, job_id);
 CREATE INDEX lc_jobs_tool_created ON lc_jobs (tool_name, created_at, job_id);
 CREATE INDEX lc_jobs_session_created ON lc_jobs (session_id, created_at, job_id);
 -- Jobs by (state, delivery), kept as jobs change: GET /metrics reads these few rows instead of
