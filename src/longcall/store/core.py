@@ -181,7 +181,7 @@ class StoreCore(ABC):
         for listener in list(self.ready_listeners):
             listener()
 
-    def _after_bulk_delete(self) -> None:
+    def _after_bulk_delete(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Called after each batch a prune removes, outside its transaction (see SQLite's)."""
 
     def _runs_queued(self) -> None:
