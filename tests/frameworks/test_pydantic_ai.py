@@ -42,10 +42,22 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     prompts = [str(p.content) for p in last.parts if isinstance(p, UserPromptPart)]
     if not returns and prompts and prompts[0].startswith("export"):
         formats = [f for f in ("csv", "json") if f in prompts[0]]
-        return ModelResponse(parts=[ToolCallPart("export", {"kind": f}) for f in formats])
-    said = [f"{r.tool_name} {r.tool_call_id}: {r.content['status']}" for r in returns]
+        calls = [ToolCallPart("export", {"kind": f}) for f in formats]
+        if "time" in prompts[0]:
+            calls.append(ToolCallPart("clock", {}))  # an ordinary tool beside the deferred one
+        return ModelResponse(parts=calls)
+    said = [f"{r.tool_name} {r.tool_call_id}: {status_of(r.content)}" for r in returns]
     said += [f"heard: {p}" for p in prompts]
     return ModelResponse(parts=[TextPart("; ".join(said))])
+
+
+def status_of(content: Any) -> Any:
+    return content.get("status") if isinstance(content, dict) else content
+
+
+def clock() -> str:
+    """The time."""
+    return "noon"
 
 
 def build(app: longcall.App, **options: Any) -> Any:
@@ -296,3 +308,31 @@ def test_an_agent_that_cannot_defer_is_refused(app: longcall.App) -> None:
 
 async def _collect(events: Any) -> list[Any]:
     return [e async for e in events]
+
+
+def test_progress_answers_the_call_for_now_and_the_result_follows(app: longcall.App) -> None:
+    """Progress the model should hear notes the call running; the closing result follows."""
+    runner = build(app)
+    turn(app, runner, "export csv")
+    job = job_of(app, "csv")
+    app.progress(job.job_id, {"done": "50%"}, notify_model=True)
+    assert deliver(app, runner) == 1
+    part = returns_in(history(runner)[-2])[job.call_id or ""]
+    assert part.content == {"status": "running", "jobId": job.job_id, "progress": {"done": "50%"}}
+    assert not answered(runner, job.call_id)
+    app.complete(job.job_id, "done")
+    assert deliver(app, runner) == 1
+    assert answered(runner, job.call_id)
+
+
+def test_an_ordinary_tool_beside_a_deferred_one_keeps_its_return(app: longcall.App) -> None:
+    """A plain tool called in the same response runs at once; the resume answers only the
+    deferred call and the model sees both returns."""
+    runner = build(app)
+    turn(app, runner, "export csv and tell the time")
+    job = job_of(app, "csv")
+    app.complete(job.job_id, "done")
+    assert deliver(app, runner) == 1
+    reply = history(runner)[-1]
+    assert isinstance(reply, ModelResponse)
+    assert f"export {job.call_id}: succeeded" in reply.text  # type: ignore[operator]
