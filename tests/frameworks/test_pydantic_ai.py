@@ -60,16 +60,16 @@ def clock() -> str:
     return "noon"
 
 
-def build(app: longcall.App, **options: Any) -> Any:
+def build(app: longcall.App, model: Any = scripted, **options: Any) -> Any:
     def export(kind: str, job: longcall.JobHandle) -> str:
         """Exports the user's data."""
         return f"Exporting {kind}."
 
     tool = pai.long_running_tool(app, export, key="export:{session_id}:{kind}", **options)
     agent = Agent(
-        FunctionModel(scripted),
+        FunctionModel(model),
         name="exporter",
-        tools=[tool],
+        tools=[tool, clock],
         output_type=[str, DeferredToolRequests],
     )
     return pai.PydanticAiRunner(agent, app, app_name="exports")
@@ -336,3 +336,61 @@ def test_an_ordinary_tool_beside_a_deferred_one_keeps_its_return(app: longcall.A
     reply = history(runner)[-1]
     assert isinstance(reply, ModelResponse)
     assert f"export {job.call_id}: succeeded" in reply.text  # type: ignore[operator]
+    [clock_return] = [
+        p
+        for m in history(runner)
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart) and p.tool_name == "clock"
+    ]
+    assert clock_return.content == "noon"
+
+
+def test_the_tool_declares_only_the_model_s_parameters(app: longcall.App) -> None:
+    """The job handle is hidden from the model; the description says not to call again."""
+
+    @pai.long_running_tool(app, name="report")
+    def make_report(topic: str, pages: int, job: longcall.JobHandle) -> None:
+        """Writes a report."""
+
+    schema = make_report.tool_def.parameters_json_schema
+    assert set(schema["properties"]) == {"topic", "pages"}
+    assert make_report.name == "report" and "Writes a report." in (make_report.description or "")
+
+
+def test_both_dialects_define_the_same_queries() -> None:
+    """The adapter's SQL files name the same queries for SQLite and PostgreSQL."""
+    from longcall.pydantic_ai._sessions import _queries
+
+    sqlite, postgres = _queries("sqlite"), _queries("postgres")
+    assert sqlite.keys() == postgres.keys() and "pai_insert_message" in sqlite
+
+
+def test_a_delivery_overtaken_mid_run_writes_nothing(db_url: str) -> None:
+    """The deliverer's lease runs out while the model thinks and a user turn takes the session:
+    the delivery's append finds its fence lost, stores nothing, and a later pass delivers."""
+    clock = FakeClock()
+    stall = {"on": False}
+    with longcall.App(db_url, clock=clock) as app:
+
+        async def overtaken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            if stall.pop("on", False):
+                clock.advance(600)  # far past the deliverer's lease
+                key = {"app_name": "exports", "user_id": USER}
+                async with app.session_turn(SESSION, **key):
+                    pass  # another holder took (and gave back) the session meanwhile
+            return scripted(messages, info)
+
+        runner = build(app, overtaken)
+        turn(app, runner, "export csv")
+        job = job_of(app, "csv")
+        app.complete(job.job_id, "done")
+        length = len(history(runner))
+        stall["on"] = True
+        deliverer = app.deliverer(runner)
+        asyncio.run(deliverer.run_once())
+        assert deliverer.stats["fence_lost"] == 1, (deliverer.stats, stall)
+        assert len(history(runner)) == length and not answered(runner, job.call_id)
+        assert app.get_job(job.job_id).delivered_at is None
+        again = app.deliverer(runner)
+        assert asyncio.run(again.run_once()) == 1 and answered(runner, job.call_id)

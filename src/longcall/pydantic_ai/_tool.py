@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.exceptions import CallDeferred, UserError
@@ -58,6 +58,7 @@ def deferring(job_tool: LongRunningTool) -> Callable[..., Any]:
     return call
 
 
+@overload
 def long_running_tool(
     app: App,
     func: Callable[..., Any],
@@ -68,8 +69,36 @@ def long_running_tool(
     deadline: str | float | None = None,
     on_cancel: Callable[[JobHandle], Any] | None = None,
     description: str | None = None,
-) -> Tool[Any]:
-    """Make ``func`` a durable pydantic-ai tool registered with ``app``.
+) -> Tool[Any]: ...
+
+
+@overload
+def long_running_tool(
+    app: App,
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    key: str | None = None,
+    deadline: str | float | None = None,
+    on_cancel: Callable[[JobHandle], Any] | None = None,
+    description: str | None = None,
+) -> Callable[[Callable[..., Any]], Tool[Any]]: ...
+
+
+def long_running_tool(
+    app: App,
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    key: str | None = None,
+    deadline: str | float | None = None,
+    on_cancel: Callable[[JobHandle], Any] | None = None,
+    description: str | None = None,
+) -> Tool[Any] | Callable[[Callable[..., Any]], Tool[Any]]:
+    """Make ``func`` a durable pydantic-ai tool registered with ``app`` (or, without
+    ``func``, a decorator that does).
 
     Give it to an ``Agent`` whose ``output_type`` includes ``DeferredToolRequests`` and run
     the agent through :class:`~longcall.pydantic_ai.PydanticAiRunner`. A call records a
@@ -78,19 +107,23 @@ def long_running_tool(
     parameter gets the job, a ``RunContext`` parameter pydantic-ai's context; neither is
     shown to the model.
     """
-    job_tool = app.long_running(
-        name=name,
-        key=key,
-        deadline=deadline,
-        on_cancel=on_cancel,
-        description=description,
-        context_types=(RunContext,),
-    )(func)
-    declaration = job_tool.declaration()
-    return Tool.from_schema(
-        deferring(job_tool),
-        name=job_tool.name,
-        description=declaration["description"],
-        json_schema=declaration["parameters"],
-        takes_ctx=True,
-    )
+
+    def build(f: Callable[..., Any]) -> Tool[Any]:
+        job_tool = app.long_running(
+            name=name,
+            key=key,
+            deadline=deadline,
+            on_cancel=on_cancel,
+            description=description,
+            context_types=(RunContext,),
+        )(f)
+        declaration = job_tool.declaration()
+        return Tool.from_schema(
+            deferring(job_tool),
+            name=job_tool.name,
+            description=declaration["description"],
+            json_schema=declaration["parameters"],
+            takes_ctx=True,
+        )
+
+    return build(func) if func is not None else build

@@ -39,10 +39,6 @@ CREATE TABLE IF NOT EXISTS lc_pai_calls (
 SELECT seq, message FROM lc_pai_messages
 WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s ORDER BY seq;
 
--- name: pai_last_seq
-SELECT COALESCE(MAX(seq), 0) AS seq FROM lc_pai_messages
-WHERE app_name = %(app_name)s AND user_id = %(user_id)s AND session_id = %(session_id)s;
-
 -- name: pai_insert_message
 INSERT INTO lc_pai_messages (app_name, user_id, session_id, seq, run_id, message, created_at)
 VALUES (%(app_name)s, %(user_id)s, %(session_id)s, %(seq)s, %(run_id)s, %(message)s, lc_now(%(now)s));

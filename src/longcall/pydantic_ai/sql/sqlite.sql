@@ -39,10 +39,6 @@ CREATE TABLE IF NOT EXISTS lc_pai_calls (
 SELECT seq, message FROM lc_pai_messages
 WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id ORDER BY seq;
 
--- name: pai_last_seq
-SELECT COALESCE(MAX(seq), 0) AS seq FROM lc_pai_messages
-WHERE app_name = :app_name AND user_id = :user_id AND session_id = :session_id;
-
 -- name: pai_insert_message
 INSERT INTO lc_pai_messages (app_name, user_id, session_id, seq, run_id, message, created_at)
 VALUES (:app_name, :user_id, :session_id, :seq, :run_id, :message, :now);
