@@ -24,20 +24,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-    UserPromptPart,
-)
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
-from longcall.agents import AgentEvent, FunctionCall, FunctionResponse, Message
+from longcall.agents import AgentEvent, FunctionResponse, Message
 from longcall.app import App
 from longcall.core.jobs import SessionKey
 from longcall.errors import AgentError, UnknownCallError
+from longcall.pydantic_ai._events import to_agent_event
 from longcall.pydantic_ai._sessions import (
     CallRecord,
     CallState,
@@ -69,40 +63,6 @@ def late_note(response: FunctionResponse) -> str:
 
 def is_final(body: dict[str, Any]) -> bool:
     return body.get("status") in FINAL_STATUSES
-
-
-def to_agent_event(
-    message: ModelMessage, *, author: str, long_running: frozenset[str]
-) -> AgentEvent:
-    """A pydantic-ai message in longcall's framework-neutral terms."""
-    invocation_id = message.run_id or ""
-    if isinstance(message, ModelResponse):
-        texts = [p.content for p in message.parts if isinstance(p, TextPart)]
-        calls = [p for p in message.parts if isinstance(p, ToolCallPart)]
-        return AgentEvent(
-            author=author,
-            invocation_id=invocation_id,
-            text="".join(texts) or None,
-            function_calls=tuple(
-                FunctionCall(c.tool_call_id, c.tool_name, c.args_as_dict()) for c in calls
-            ),
-            long_running_ids=frozenset(c.tool_call_id for c in calls) & long_running,
-        )
-    prompts = [p.content for p in message.parts if isinstance(p, UserPromptPart)]
-    returns = [p for p in message.parts if isinstance(p, ToolReturnPart)]
-    return AgentEvent(
-        author="user",
-        invocation_id=invocation_id,
-        text="\n".join(p if isinstance(p, str) else str(p) for p in prompts) or None,
-        function_responses=tuple(
-            FunctionResponse(
-                r.tool_call_id,
-                r.tool_name,
-                _as_body(r.content),
-            )
-            for r in returns
-        ),
-    )
 
 
 class PydanticAiRunner:
@@ -254,8 +214,3 @@ def _opened(output: Any, new: Sequence[ModelMessage]) -> list[OpenedCall]:
 def _output_types(agent: Agent[Any, Any]) -> list[Any]:
     declared = agent.output_type
     return list(declared) if isinstance(declared, Sequence) else [declared]
-
-
-def _as_body(content: Any) -> dict[str, Any]:
-    """A tool return's content as a function response body (a mapping, or under ``result``)."""
-    return dict(content) if isinstance(content, dict) else {"result": content}
