@@ -11,6 +11,8 @@ import asyncio
 import functools
 import logging
 import sqlite3
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ import longcall
 
 pytest.importorskip("longcall.langgraph", reason="langgraph is not installed (extra 'langgraph')")
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -92,11 +95,14 @@ class Agent:
 def build_graph(tool: Any, model: ScriptedChatModel, *, apart: bool) -> StateGraph[Any]:
     bound = model.bind_tools([tool])
 
-    async def agent(state: MessagesState) -> dict[str, Any]:
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    async def agent_async(state: MessagesState) -> dict[str, Any]:
         return {"messages": [await bound.ainvoke(state["messages"])]}
 
     builder = StateGraph(MessagesState)
-    builder.add_node("agent", agent)
+    builder.add_node("agent", RunnableLambda(agent, afunc=agent_async))
     builder.add_node("tools", ToolNode([tool]))
     builder.add_edge(START, "agent")
     route = send_each_tool_call("tools") if apart else tools_condition
@@ -503,3 +509,107 @@ def test_the_runner_needs_a_checkpointer(db_url: str) -> None:
             LangGraphRunner(graph, app_name=APP)
     finally:
         app.close()
+
+
+def test_importing_longcall_imports_no_langgraph() -> None:
+    """The adapter is an extra: ``import longcall`` never loads langgraph or langchain."""
+    code = (
+        "import sys, longcall, longcall.testing; print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('langgraph', 'langchain_core')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@in_loop
+async def test_bad_arguments_get_an_error_answer_and_no_job(agent: Agent) -> None:
+    """A call the function's types refuse is answered at once with the error map."""
+    rules = [longcall.Rule(r"broken", calls=[("export_data", {"export_type": 3, "x": 1})])]
+    app = longcall.App(agent.app.url)
+    try:
+        tool = long_running_tool(app, _export_data)
+        graph = build_graph(tool, ScriptedChatModel(rules=rules), apart=True).compile(
+            checkpointer=agent.saver
+        )
+        runner = LangGraphRunner(graph, app_name=APP)
+        await app.run_turn_async(runner, user_id=USER, session_id="t-bad", text="broken")
+        assert await app.list_jobs_async(session_id="t-bad") == []
+        state = await runner.graph.aget_state({"configurable": {"thread_id": "t-bad"}})
+        [answer] = tool_messages(state.values["messages"])
+        assert answer.artifact["status"] == "error"
+        assert "unexpected argument" in answer.content and "export_type" in answer.content
+    finally:
+        app.close()
+
+
+@in_loop
+async def test_progress_is_not_written_and_the_call_keeps_waiting(agent: Agent) -> None:
+    """A progress update the model should hear of has no place in an open LangGraph call:
+    the delivery writes nothing, and the result later closes the call."""
+    await agent.turn("please export csv")
+    [job] = await agent.jobs()
+    before = await agent.checkpoints()
+    await agent.app.progress_async(job.job_id, {"percent": 50}, notify_model=True)
+    assert (await agent.deliver()).stats == {"progress_delivered": 1}
+    assert await agent.checkpoints() == before
+    await agent.app.complete_async(job.job_id, "ready")
+    assert (await agent.deliver()).stats["delivered"] == 1
+    [answer] = tool_messages(await agent.messages())
+    assert answer.artifact["status"] == "succeeded"
+
+
+@in_loop
+async def test_a_result_that_comes_during_the_calling_turn_waits_for_the_turn(
+    db_url: str, checkpoints: SqliteSaver
+) -> None:
+    """The job completes while the turn that called it still runs (the work was instant):
+    the worker waits for the turn's session lease, then resumes the interrupt, never
+    before it exists."""
+    agent = make_agent(db_url, checkpoints)
+    app = agent.app
+
+    def instant(export_type: str, job: longcall.JobHandle) -> str:
+        """Exports at once."""
+        app.complete(job.id, f"{export_type} at once")
+        return "done already"
+
+    tool = long_running_tool(app, instant, name="export_now")
+    rules = [longcall.Rule(r"now", calls=[("export_now", {"export_type": "csv"})])]
+    graph = build_graph(tool, ScriptedChatModel(rules=rules), apart=True).compile(
+        checkpointer=checkpoints
+    )
+    runner = LangGraphRunner(graph, app_name=APP)
+    worker = app.worker(runner, poll_interval="20ms")
+    running = asyncio.create_task(worker.run(handle_signals=False))
+    try:
+        await app.run_turn_async(runner, user_id=USER, session_id="t-now", text="now")
+        [job] = await app.list_jobs_async(session_id="t-now")
+        await until_delivered(app, [job.job_id])
+        assert worker.deliverers[0].stats == {"delivered": 1}
+        state = await runner.graph.aget_state({"configurable": {"thread_id": "t-now"}})
+        assert answers(state.values["messages"]) == ["export_now has finished: csv at once."]
+    finally:
+        worker.stop()
+        await running
+        app.close()
+
+
+def test_a_graph_the_application_runs_itself_is_resumed_by_the_runner(
+    db_url: str, checkpoints: SqliteSaver
+) -> None:
+    """The application invokes the graph synchronously with its own config (thread and
+    user): the tool's sync path records the job, and the runner delivers into that thread."""
+    agent = make_agent(db_url, checkpoints)
+    try:
+        config: Any = {"configurable": {"thread_id": "t-sync", "user_id": USER}}
+        out = agent.runner.graph.invoke({"messages": [("user", "export csv")]}, config)
+        [pending] = out["__interrupt__"]
+        [job] = agent.app.list_jobs(session_id="t-sync")
+        assert pending.value["jobId"] == job.job_id and job.user_id == USER
+        agent.app.complete(job.job_id, "sync ready")
+        assert asyncio.run(agent.deliver()).stats["delivered"] == 1
+        state = agent.runner.graph.get_state(config)
+        assert answers(state.values["messages"]) == ["export_data has finished: sync ready."]
+    finally:
+        agent.app.close()

@@ -165,6 +165,15 @@ class FencedCheckpointSaver(BaseCheckpointSaver[Any]):
                 self._sync_only = True
         await asyncio.to_thread(self.inner.delete_thread, thread_id)
 
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.inner.delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.inner.copy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.inner.prune(thread_ids, strategy=strategy)
+
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
 
