@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
@@ -613,3 +614,35 @@ def test_a_graph_the_application_runs_itself_is_resumed_by_the_runner(
         assert answers(state.values["messages"]) == ["export_data has finished: sync ready."]
     finally:
         agent.app.close()
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "langgraph.md"
+
+
+def test_the_guides_code_runs_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/langgraph.md's block as written: a turn leaves the call waiting, a completion
+    and the worker's deliverer resume it under the original call id."""
+    match = re.search(r"<!-- docs-langgraph:.*?-->\s*```python\n(.*?)```", GUIDE.read_text(), re.S)
+    assert match, "the LangGraph guide lost its example"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(match.group(1), str(GUIDE), "exec"), namespace)
+    jobs: longcall.App = namespace["jobs"]
+
+    async def scenario() -> None:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "cp.db")) as saver:
+            runner: LangGraphRunner = await namespace["serve"](saver)
+            [job] = await jobs.list_jobs_async(session_id="thread-1")
+            await jobs.complete_async(job.job_id, {"url": "https://example.com/e.csv"})
+            assert (await jobs.deliverer(runner).run_once()) == 1
+            state = await runner.graph.aget_state({"configurable": {"thread_id": "thread-1"}})
+            [answer] = tool_messages(state.values["messages"])
+            assert (answer.tool_call_id, answer.name) == (job.call_id, "export_data")
+            assert answers(state.values["messages"]) == [
+                "export_data has finished: url https://example.com/e.csv."
+            ]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        jobs.close()
