@@ -35,7 +35,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from longcall.agents import Fence, FunctionResponse, Message
 from longcall.core.jobs import SessionKey, final_response
-from longcall.errors import FenceLost, UnknownCallError
+from longcall.errors import AgentError, FenceLost, UnknownCallError
 from longcall.langgraph import (
     CallsPending,
     LangGraphRunner,
@@ -375,7 +375,8 @@ async def test_a_user_turn_while_calls_wait_is_refused_before_anything_is_writte
 async def test_a_response_to_an_unknown_call_raises_before_anything_is_written(
     agent: Agent,
 ) -> None:
-    """UnknownCallError for a call the thread does not wait on, the checkpoints untouched."""
+    """UnknownCallError for a call the thread does not wait on, or for a real call sent as
+    another user (whose turn is refused too); the checkpoints untouched."""
     await agent.turn("please export csv")
     before = await agent.checkpoints()
     stray = FunctionResponse("call_nobody_made", "export_data", {"status": "succeeded"})
@@ -384,11 +385,17 @@ async def test_a_response_to_an_unknown_call_raises_before_anything_is_written(
             user_id=USER, session_id=THREAD, message=Message(function_responses=(stray,))
         ):
             pass
-    with pytest.raises(UnknownCallError):
+    [job] = await agent.jobs()
+    real = FunctionResponse(job.call_id or "", "export_data", {"status": "succeeded"})
+    with pytest.raises(UnknownCallError, match="another user"):
         async for _ in agent.runner.run(
-            user_id="mallory", session_id=THREAD, message=Message(function_responses=(stray,))
+            user_id="mallory", session_id=THREAD, message=Message(function_responses=(real,))
         ):
             pass
+    with pytest.raises(AgentError, match="another user"):
+        await agent.app.run_turn_async(
+            agent.runner, user_id="mallory", session_id=THREAD, text="hello"
+        )
     assert await agent.checkpoints() == before
 
 
@@ -646,3 +653,26 @@ def test_the_guides_code_runs_and_resumes(tmp_path: Path, monkeypatch: pytest.Mo
         asyncio.run(scenario())
     finally:
         jobs.close()
+
+
+@in_loop
+async def test_a_key_that_finds_another_calls_job_answers_at_once(
+    db_url: str, checkpoints: SqliteSaver
+) -> None:
+    """Two threads asking for the same keyed export share one job: the second call is told
+    so and does not wait (its thread goes on), and the result goes to the first call alone."""
+    agent = make_agent(db_url, checkpoints, key="export:{export_type}")
+    try:
+        await agent.turn("please export csv", session="first")
+        await agent.turn("please export csv", session="second")
+        [job] = await agent.app.list_jobs_async()
+        assert job.session_id == "first" and agent.submitted == [job.job_id]
+        [told] = tool_messages(await agent.messages("second"))
+        assert told.artifact["jobId"] == job.job_id and "earlier call" in told.content
+        assert answers(await agent.messages("second"))[0].startswith("I've started export_data")
+        await agent.turn("hello", session="second")  # nothing waits there
+        await agent.app.complete_async(job.job_id, "shared")
+        assert (await agent.deliver()).stats == {"delivered": 1}
+        assert len(tool_messages(await agent.messages("first"))) == 1
+    finally:
+        agent.app.close()

@@ -105,11 +105,9 @@ class LangGraphRunner:
     def _config(
         self, user_id: str, session_id: str, message: Message | None = None
     ) -> RunnableConfig:
-        configurable: dict[str, Any] = {
-            "thread_id": session_id,
-            USER_KEY: user_id,
-            APP_KEY: self.app_name,
-        }
+        configurable: dict[str, Any] = {"thread_id": session_id, APP_KEY: self.app_name}
+        if user_id:  # a job recorded without a user is delivered with "" for it
+            configurable[USER_KEY] = user_id
         if message is not None and message.fence is not None:
             configurable[FENCE_KEY] = message.fence
         return {"configurable": configurable}
@@ -120,7 +118,7 @@ class LangGraphRunner:
 
     def _owner_check(self, state: StateSnapshot, user_id: str, session_id: str) -> str | None:
         owner = (state.metadata or {}).get(USER_KEY)
-        if owner is not None and owner != user_id:
+        if owner and user_id and owner != user_id:
             return f"thread {session_id!r} belongs to another user"
         return None
 

@@ -10,7 +10,9 @@ tool name.
 LangGraph re-runs an interrupted node from its start when it resumes, so the tool's body runs
 again: it finds the job it recorded (the same call id, tool and arguments: the store returns
 that job instead of creating another, and the function itself does not run again), and the
-``interrupt`` then returns the resume value.
+``interrupt`` then returns the resume value. A call whose ``key`` finds a job joined to another
+call (an earlier request, in this thread or another) does not wait: that job's result goes to
+its own call, so this one is answered at once with the pending map and a note saying so.
 
 A call waits alone in its task: two long-running calls in one task would share the task's
 interrupt counter, and LangGraph could not tell their resume values apart. A ``ToolNode``
@@ -34,7 +36,7 @@ from langgraph.types import Send, interrupt
 from pydantic import Field
 
 from longcall.app import App
-from longcall.core.jobs import CallIds
+from longcall.core.jobs import CallIds, Job
 from longcall.errors import AgentError
 from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.langgraph._protocol import interrupt_value
@@ -137,6 +139,22 @@ class LongcallTool(StructuredTool):
             ),
         }
 
+    def _elsewhere(
+        self, job: Job, ids: CallIds, pending: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """The answer for a call whose key found a job joined to another call: its result
+        goes to that call, so this one must not wait for it (its thread would never go on)."""
+        if job.call_id == ids.call_id:
+            return None
+        where = "this conversation" if job.session_id == ids.session_id else "another one"
+        return {
+            **pending,
+            "message": (
+                f"{pending.get('message') or 'The job is running.'} It was started by an "
+                f"earlier call in {where}; its result is reported there, not here."
+            ),
+        }
+
     def _answer(self, response: Any, pending: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         if not isinstance(response, Mapping) or response.get("jobId") != pending["jobId"]:
             raise AgentError(
@@ -154,6 +172,10 @@ class LongcallTool(StructuredTool):
         answer = await self.job_tool.invoke_async(args, ids, context=(runtime,))
         if answer.get("status") != "pending":
             return json.dumps(answer, default=str), answer  # bad arguments: no job
+        job_runtime = self.job_tool.runtime
+        job = await job_runtime.in_thread(job_runtime.store.get_job, answer["jobId"])
+        if (elsewhere := self._elsewhere(job, ids, answer)) is not None:
+            return json.dumps(elsewhere, default=str), elsewhere
         assert ids.call_id is not None
         response = interrupt(interrupt_value(answer, call_id=ids.call_id, tool_name=self.name))
         return self._answer(response, answer)
@@ -166,6 +188,9 @@ class LongcallTool(StructuredTool):
         answer = self.job_tool.invoke(args, ids, context=(runtime,))
         if answer.get("status") != "pending":
             return json.dumps(answer, default=str), answer
+        job = self.job_tool.runtime.store.get_job(answer["jobId"])
+        if (elsewhere := self._elsewhere(job, ids, answer)) is not None:
+            return json.dumps(elsewhere, default=str), elsewhere
         assert ids.call_id is not None
         response = interrupt(interrupt_value(answer, call_id=ids.call_id, tool_name=self.name))
         return self._answer(response, answer)
