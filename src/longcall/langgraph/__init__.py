@@ -25,8 +25,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from longcall.langgraph.fencing import FencedCheckpointSaver
 from longcall.langgraph.model import ScriptedChatModel
+from longcall.langgraph.routing import send_each_tool_call
 from longcall.langgraph.runner import CallsPending, LangGraphRunner
-from longcall.langgraph.tool import LongcallTool, long_running_tool, send_each_tool_call
+from longcall.langgraph.tool import LongcallTool, long_running_tool
 
 __all__ = [
     "CallsPending",

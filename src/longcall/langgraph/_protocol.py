@@ -12,7 +12,7 @@ content is that response as JSON and whose ``artifact`` is the response itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -63,6 +63,26 @@ def closes_call(message: Any, call_id: str) -> bool:
         and message.tool_call_id == call_id
         and response_body(message).get("status") in FINAL_STATUSES
     )
+
+
+def state_messages(state: Any, key: str = "messages") -> list[Any]:
+    """The messages a graph state (a dict or an object) holds under ``key``."""
+    found = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
+    return list(found or [])
+
+
+def pending_messages(writes: Sequence[Any] | None, channel: str) -> list[Any]:
+    """The messages a checkpoint's pending writes put on ``channel`` (tasks that finished
+    while others of their step still wait)."""
+    found: list[Any] = []
+    for write in writes or ():
+        if len(write) < 3 or write[1] != channel:
+            continue
+        value = write[2]
+        if isinstance(value, Mapping):
+            continue
+        found.extend(value if isinstance(value, list | tuple) else [value])
+    return found
 
 
 def message_text(message: BaseMessage) -> str | None:

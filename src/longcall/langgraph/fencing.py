@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -193,17 +193,3 @@ class FencedCheckpointSaver(BaseCheckpointSaver[Any]):
 def fenced(saver: BaseCheckpointSaver[Any]) -> FencedCheckpointSaver:
     """``saver`` wrapped once (an already fenced saver is returned as it is)."""
     return saver if isinstance(saver, FencedCheckpointSaver) else FencedCheckpointSaver(saver)
-
-
-def pending_messages(writes: Sequence[Any] | None, channel: str) -> list[Any]:
-    """The messages a checkpoint's pending writes put on ``channel`` (tasks that finished
-    while others of their step still wait)."""
-    found: list[Any] = []
-    for write in writes or ():
-        if len(write) < 3 or write[1] != channel:
-            continue
-        value = write[2]
-        if isinstance(value, Mapping):
-            continue
-        found.extend(value if isinstance(value, list | tuple) else [value])
-    return found

@@ -38,10 +38,11 @@ from longcall.errors import AgentError, ConfigError, UnknownCallError
 from longcall.langgraph._protocol import (
     FINAL_STATUSES,
     closes_call,
+    pending_messages,
     to_agent_event,
     waiting_call,
 )
-from longcall.langgraph.fencing import FENCE_KEY, fenced, pending_messages
+from longcall.langgraph.fencing import FENCE_KEY, fenced
 from longcall.langgraph.tool import APP_KEY, USER_KEY
 
 

@@ -30,30 +30,24 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.tools import StructuredTool
-from langgraph.graph import END
 from langgraph.prebuilt import ToolRuntime
-from langgraph.types import Send, interrupt
+from langgraph.types import interrupt
 from pydantic import Field
 
 from longcall.app import App
 from longcall.core.jobs import CallIds, Job
 from longcall.errors import AgentError
 from longcall.jobs.tools import JobHandle, LongRunningTool
-from longcall.langgraph._protocol import interrupt_value
+from longcall.langgraph._protocol import interrupt_value, state_messages
 
 APP_KEY = "longcall_app_name"
 USER_KEY = "user_id"
 PULL_TASK = "__pregel_pull"
 
 
-def _messages(state: Any, key: str = "messages") -> list[Any]:
-    found = state.get(key) if isinstance(state, Mapping) else getattr(state, key, None)
-    return list(found or [])
-
-
 def _calling_message(runtime: ToolRuntime[Any, Any]) -> AIMessage | None:
     """The model message that holds the call ``runtime`` serves."""
-    for message in reversed(_messages(runtime.state)):
+    for message in reversed(state_messages(runtime.state)):
         if isinstance(message, AIMessage) and any(
             c.get("id") == runtime.tool_call_id for c in message.tool_calls
         ):
@@ -223,31 +217,3 @@ def long_running_tool(
         return LongcallTool.of(job_tool, lambda: tuple(app.tools))
 
     return build(func) if func is not None else build
-
-
-def send_each_tool_call(
-    node: str = "tools", *, messages_key: str = "messages"
-) -> Callable[[Any], list[Send] | str]:
-    """A conditional edge that sends each tool call of the last model message to ``node``
-    (a ``ToolNode``) as its own task, or ends the graph when there is none::
-
-        builder.add_conditional_edges("agent", send_each_tool_call("tools"), ["tools", END])
-
-    Each long-running call then waits in its own interrupt, so calls made together run in
-    parallel and their results are told apart.
-    """
-
-    def route(state: Any) -> list[Send] | str:
-        messages = _messages(state, messages_key)
-        last = messages[-1] if messages else None
-        if not isinstance(last, AIMessage) or not last.tool_calls:
-            return END
-        return [
-            Send(
-                node,
-                {"__type": "tool_call_with_context", "tool_call": call, "state": state},
-            )
-            for call in last.tool_calls
-        ]
-
-    return route
