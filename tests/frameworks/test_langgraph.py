@@ -676,3 +676,29 @@ async def test_a_key_that_finds_another_calls_job_answers_at_once(
         assert len(tool_messages(await agent.messages("first"))) == 1
     finally:
         agent.app.close()
+
+
+def test_the_model_sees_the_parameters_and_that_the_call_waits(db_url: str) -> None:
+    """The tool's declaration: the function's own parameters (never the runtime or the job
+    handle) and a note that the answer is the final result, not a pending status."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    app = longcall.App(db_url)
+    try:
+        declared = convert_to_openai_tool(_tool(app))
+    finally:
+        app.close()
+    function = declared["function"]
+    assert function["name"] == "export_data"
+    assert function["parameters"]["properties"] == {"export_type": {"type": "string"}}
+    assert function["parameters"]["required"] == ["export_type"]
+    assert "final status and result" in function["description"]
+    assert "pending status" not in function["description"]
+
+
+def _tool(app: longcall.App) -> Any:
+    def export_data(export_type: str, job: longcall.JobHandle) -> str:
+        """Exports the user's data."""
+        return "started"
+
+    return long_running_tool(app, export_data)

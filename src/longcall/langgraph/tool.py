@@ -37,12 +37,16 @@ from pydantic import Field
 from longcall.app import App
 from longcall.core.jobs import CallIds, Job
 from longcall.errors import AgentError
-from longcall.jobs.tools import JobHandle, LongRunningTool
+from longcall.jobs.tools import LONG_RUNNING_NOTE, JobHandle, LongRunningTool
 from longcall.langgraph._protocol import interrupt_value, state_messages
 
 APP_KEY = "longcall_app_name"
 USER_KEY = "user_id"
 PULL_TASK = "__pregel_pull"
+WAITING_NOTE = (
+    "This tool starts long-running work (minutes to days); its answer is the work's final "
+    "status and result, given once the work has finished."
+)
 
 
 def _calling_message(runtime: ToolRuntime[Any, Any]) -> AIMessage | None:
@@ -89,7 +93,8 @@ class LongcallTool(StructuredTool):
 
         tool = cls(
             name=job_tool.name,
-            description=job_tool.description,
+            # The model never sees a pending answer here: the call waits for its result.
+            description=job_tool.description.replace(LONG_RUNNING_NOTE, WAITING_NOTE),
             # The JSON schema as the model must see it; longcall validates the arguments
             # itself, so a bad call gets its error answer and no job.
             args_schema=declaration["parameters"],
