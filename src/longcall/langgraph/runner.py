@@ -36,6 +36,7 @@ from langgraph.types import Command, StateSnapshot
 from longcall.agents import AgentEvent, FunctionResponse, Message
 from longcall.errors import AgentError, ConfigError, UnknownCallError
 from longcall.langgraph._protocol import (
+    CALL_KEY,
     FINAL_STATUSES,
     closes_call,
     pending_messages,
@@ -153,7 +154,7 @@ class LangGraphRunner:
                 yield to_agent_event(new, invocation_id=new.id or "", waiting=frozenset())
         for call_id, (_, name, value) in waiting_calls(await self._state(config)).items():
             # Not in the conversation: the pending map the call waits with, for the caller.
-            pending = {k: v for k, v in value.items() if k != "longcallCall"}
+            pending = {k: v for k, v in value.items() if k != CALL_KEY}
             yield AgentEvent(
                 author="longcall",
                 invocation_id=call_id,
@@ -170,8 +171,8 @@ class LangGraphRunner:
         stranger: str | None,
     ) -> Command[Any] | Literal[_Skip.NOTHING] | None:
         """The command that resumes the delivered calls' interrupts; ``None`` input (go on
-        with the step) for calls answered in a step that stopped before its checkpoint; no
-        input at all (``...``) when there is nothing to write (progress only).
+        with the step) for calls answered in a step that stopped before its checkpoint;
+        :data:`NOTHING` (no run) when there is nothing to write (progress only).
         UnknownCallError for a call that neither waits nor is answered in the open step."""
         for response in message.function_responses:
             if stranger or (response.id not in waiting and response.id not in in_step):

@@ -59,15 +59,18 @@ def _calling_message(runtime: ToolRuntime[Any, Any]) -> AIMessage | None:
     return None
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def call_ids(runtime: ToolRuntime[Any, Any]) -> CallIds:
     """Everything a tool runtime knows about the call it serves."""
     configurable = (runtime.config or {}).get("configurable") or {}
     calling = _calling_message(runtime)
-    thread = configurable.get("thread_id")
     return CallIds(
-        app_name=configurable.get(APP_KEY),
-        user_id=configurable.get(USER_KEY),
-        session_id=None if thread is None else str(thread),
+        app_name=_text(configurable.get(APP_KEY)),
+        user_id=_text(configurable.get(USER_KEY)),
+        session_id=_text(configurable.get("thread_id")),
         call_id=runtime.tool_call_id,
         invocation_id=calling.id if calling is not None else None,
     )
@@ -154,45 +157,49 @@ class LongcallTool(StructuredTool):
             ),
         }
 
-    def _answer(self, response: Any, pending: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    def _wait(self, ids: CallIds, pending: dict[str, Any], job: Job) -> tuple[str, dict[str, Any]]:
+        """Wait in an interrupt for the job's function response; answer the call with it.
+
+        Answered at once instead: an error map (bad arguments, a body that raised: no job),
+        or a job whose result goes to another call."""
+        if pending.get("status") != "pending":
+            return _content(pending)
+        if (elsewhere := self._elsewhere(job, ids, pending)) is not None:
+            return _content(elsewhere)
+        assert ids.call_id is not None
+        response = interrupt(interrupt_value(pending, call_id=ids.call_id, tool_name=self.name))
         if not isinstance(response, Mapping) or response.get("jobId") != pending["jobId"]:
             raise AgentError(
                 f"tool {self.name!r} was resumed with {response!r}; it waits for the function "
                 f"response of job {pending['jobId']!r} (resume it through LangGraphRunner)"
             )
-        body = dict(response)
-        return json.dumps(body, default=str), body
+        return _content(dict(response))
 
     async def wait_async(self, runtime: Any, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """Record (or find) the job, then wait for its result in an interrupt."""
         ids = self._ids(runtime)
         if (refused := self._shared_task(runtime)) is not None:
-            return json.dumps(refused), refused
-        answer = await self.job_tool.invoke_async(args, ids, context=(runtime,))
-        if answer.get("status") != "pending":
-            return json.dumps(answer, default=str), answer  # bad arguments: no job
-        job_runtime = self.job_tool.runtime
-        job = await job_runtime.in_thread(job_runtime.store.get_job, answer["jobId"])
-        if (elsewhere := self._elsewhere(job, ids, answer)) is not None:
-            return json.dumps(elsewhere, default=str), elsewhere
-        assert ids.call_id is not None
-        response = interrupt(interrupt_value(answer, call_id=ids.call_id, tool_name=self.name))
-        return self._answer(response, answer)
+            return _content(refused)
+        pending = await self.job_tool.invoke_async(args, ids, context=(runtime,))
+        job_id = pending.get("jobId")
+        store, in_thread = self.job_tool.runtime.store, self.job_tool.runtime.in_thread
+        job = await in_thread(store.get_job, job_id) if isinstance(job_id, str) else None
+        return self._wait(ids, pending, job) if job is not None else _content(pending)
 
     def wait(self, runtime: Any, args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         """:meth:`wait_async` for a graph run synchronously."""
         ids = self._ids(runtime)
         if (refused := self._shared_task(runtime)) is not None:
-            return json.dumps(refused), refused
-        answer = self.job_tool.invoke(args, ids, context=(runtime,))
-        if answer.get("status") != "pending":
-            return json.dumps(answer, default=str), answer
-        job = self.job_tool.runtime.store.get_job(answer["jobId"])
-        if (elsewhere := self._elsewhere(job, ids, answer)) is not None:
-            return json.dumps(elsewhere, default=str), elsewhere
-        assert ids.call_id is not None
-        response = interrupt(interrupt_value(answer, call_id=ids.call_id, tool_name=self.name))
-        return self._answer(response, answer)
+            return _content(refused)
+        pending = self.job_tool.invoke(args, ids, context=(runtime,))
+        job_id = pending.get("jobId")
+        job = self.job_tool.runtime.store.get_job(job_id) if isinstance(job_id, str) else None
+        return self._wait(ids, pending, job) if job is not None else _content(pending)
+
+
+def _content(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ToolMessage's content (the body as JSON) and artifact (the body)."""
+    return json.dumps(body, default=str), body
 
 
 def long_running_tool(
