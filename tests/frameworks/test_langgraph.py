@@ -33,7 +33,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from longcall.agents import Fence, FunctionResponse, Message
+from longcall.agents import AgentRunner, Fence, FunctionResponse, Message, TranscriptSource
 from longcall.core.jobs import SessionKey, final_response
 from longcall.errors import AgentError, FenceLost, UnknownCallError
 from longcall.langgraph import (
@@ -211,6 +211,11 @@ async def test_a_call_records_its_whole_join_and_the_worker_resumes_it(agent: Ag
     }
     assert answers(messages) == ["export_data has finished: url https://example.com/x.csv."]
     assert agent.submitted == [job.job_id]
+    assert isinstance(agent.runner, AgentRunner) and isinstance(agent.runner, TranscriptSource)
+    shown = await agent.runner.transcript(user_id=USER, session_id=THREAD)
+    assert [e.author for e in shown] == ["human", "model", "tools", "model"]
+    assert shown[2].function_responses[0].id == call["id"]
+    assert await agent.runner.transcript(user_id="mallory", session_id=THREAD) == []
 
 
 @in_loop
