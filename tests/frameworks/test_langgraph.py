@@ -14,7 +14,10 @@ import re
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -707,3 +710,83 @@ def _tool(app: longcall.App) -> Any:
         return "started"
 
     return long_running_tool(app, export_data)
+
+
+class StallingModel(ScriptedChatModel):
+    """The scripted model; with ``stall`` set it blocks its whole event loop once, when asked
+    to answer a tool's result (as a frozen process would: no lease is renewed meanwhile)."""
+
+    stall: Any = None
+
+    async def _agenerate(
+        self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
+        if self.stall is not None and isinstance(messages[-1], ToolMessage):
+            stall, self.stall = self.stall, None
+            stall()
+        return self._generate(messages, stop, None, **kwargs)
+
+
+def test_a_stalled_delivery_overtaken_by_another_writes_nothing_more(
+    db_url: str, tmp_path: Path
+) -> None:
+    """Delivery A freezes its event loop while the model answers; its leases run out and
+    delivery B (another App, graph and checkpointer connection) delivers the same job. When A
+    wakes, its fence is lost: the thread holds one answer to the call and one reply, B's."""
+    path = tmp_path / "checkpoints.db"
+    entered, b_done = threading.Event(), threading.Event()
+
+    def build(model: ScriptedChatModel) -> tuple[longcall.App, LangGraphRunner, sqlite3.Connection]:
+        app = longcall.App(db_url, session_lease="1s")
+        tool = long_running_tool(app, _export_data)
+        conn = sqlite3.connect(path, check_same_thread=False)
+        graph = build_graph(tool, model, apart=True).compile(checkpointer=SqliteSaver(conn))
+        return app, LangGraphRunner(graph, app_name=APP), conn
+
+    def freeze() -> None:
+        entered.set()
+        assert b_done.wait(30), "delivery B did not finish"
+
+    model_a = StallingModel(rules=RULES)
+    app_a, runner_a, conn_a = build(model_a)
+    app_b, runner_b, conn_b = build(ScriptedChatModel(rules=RULES))
+    stats_b: dict[str, int] = {}
+
+    def deliver_b() -> None:
+        try:
+            assert entered.wait(30), "delivery A never reached the model"
+            time.sleep(1.5)  # A's claim and session lease (1 s) run out
+            stats_b.update(asyncio.run(_run_once(app_b.deliverer(runner_b, lease="1s"))))
+        finally:
+            b_done.set()
+
+    async def scenario() -> Counter[str]:
+        await app_a.run_turn_async(runner_a, user_id=USER, session_id=THREAD, text="export csv")
+        [job] = await app_a.list_jobs_async(session_id=THREAD)
+        await app_a.complete_async(job.job_id, "ready")
+        model_a.stall = freeze
+        b = threading.Thread(target=deliver_b)
+        b.start()
+        deliverer_a = app_a.deliverer(runner_a, lease="1s")
+        await deliverer_a.run_once()
+        b.join(30)
+        return deliverer_a.stats
+
+    try:
+        stats_a = asyncio.run(scenario())
+        assert stats_b == {"delivered": 1}
+        assert stats_a["delivered"] == 0 and stats_a["fence_lost"] == 1
+        messages = runner_b.graph.get_state({"configurable": {"thread_id": THREAD}}).values[
+            "messages"
+        ]
+        assert len(tool_messages(messages)) == 1
+        assert answers(messages) == ["export_data has finished: ready."]
+    finally:
+        for app, conn in ((app_a, conn_a), (app_b, conn_b)):
+            app.close()
+            conn.close()
+
+
+async def _run_once(deliverer: longcall.Deliverer) -> Counter[str]:
+    await deliverer.run_once()
+    return deliverer.stats

@@ -13,7 +13,9 @@ the tool answers its call with a ``ToolMessage`` under the original call id and 
 - A user's turn while calls wait is refused with :class:`CallsPending` before anything is
   written: a new message on an interrupted thread makes LangGraph drop the waiting calls.
 - A duplicate completion is delivered once: :meth:`LangGraphRunner.has_function_response`
-  reads the thread's messages and the pending writes of its current step.
+  reads the thread's messages and the pending writes of its current step. A run that stopped
+  after writing the answer but before the model answered (a lost fence, a crash) is carried
+  on by the next delivery, without writing the answer again.
 - Progress updates are not written: an open call has no place for an intermediate answer in
   LangGraph, so only closing responses resume.
 - A response for a call that waits in no interrupt of the thread raises
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
@@ -54,6 +57,15 @@ class _Skip(enum.Enum):
 
 
 NOTHING = _Skip.NOTHING
+
+
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """The calls a thread holds a closing answer to, and whether its last run stopped before
+    its end (nothing waits, yet it has more to run)."""
+
+    calls: frozenset[str]
+    stopped: bool
 
 
 class CallsPending(AgentError):
@@ -139,8 +151,8 @@ class LangGraphRunner:
                 raise CallsPending(session_id, sorted(waiting))
             graph_input = {self.messages_key: [HumanMessage(content=message.text)]}
         else:
-            in_step = await self._answered_in_step(state, config)
-            graph_input = self._resume(message, waiting, in_step, session_id, stranger)
+            answered = await self._answered(state, config)
+            graph_input = self._resume(message, waiting, answered, session_id, stranger)
             if graph_input is NOTHING:
                 return
         known = {m.id for m in self._messages(state.values)}
@@ -166,16 +178,17 @@ class LangGraphRunner:
         self,
         message: Message,
         waiting: Mapping[str, tuple[str, str, dict[str, Any]]],
-        in_step: set[str],
+        answered: Answered,
         session_id: str,
         stranger: str | None,
     ) -> Command[Any] | Literal[_Skip.NOTHING] | None:
         """The command that resumes the delivered calls' interrupts; ``None`` input (go on
-        with the step) for calls answered in a step that stopped before its checkpoint;
+        with the run) for calls answered in a run that stopped before its end;
         :data:`NOTHING` (no run) when there is nothing to write (progress only).
-        UnknownCallError for a call that neither waits nor is answered in the open step."""
+        UnknownCallError for a call that neither waits nor is answered in a stopped run."""
+        to_finish = answered.calls if answered.stopped else frozenset()
         for response in message.function_responses:
-            if stranger or (response.id not in waiting and response.id not in in_step):
+            if stranger or (response.id not in waiting and response.id not in to_finish):
                 raise UnknownCallError(
                     f"LangGraph thread {session_id!r} has no long-running call "
                     f"{response.id!r} waiting" + (f" ({stranger})" if stranger else "")
@@ -187,7 +200,7 @@ class LangGraphRunner:
         }
         if resume:
             return Command(resume=resume)
-        if any(r.id in in_step for r in message.function_responses):
+        if any(r.id in to_finish for r in message.function_responses):
             return None
         return NOTHING
 
@@ -207,27 +220,35 @@ class LangGraphRunner:
             for m in self._messages(state.values)
         ]
 
-    async def _answered_in_step(self, state: StateSnapshot, config: RunnableConfig) -> set[str]:
-        """The calls answered in the pending writes of the thread's open step."""
+    async def _answered(self, state: StateSnapshot, config: RunnableConfig) -> Answered:
+        """The calls the thread holds a closing answer to (in its messages or the pending
+        writes of its open step), and whether its last run stopped before its end."""
         saved = await self.checkpointer.aget_tuple(state.config or config)
         writes = saved.pending_writes if saved is not None else None
-        return {
+        in_step = {
             m.tool_call_id
             for m in pending_messages(writes, self.messages_key)
             if isinstance(m, ToolMessage) and closes_call(m, m.tool_call_id)
         }
+        committed = {
+            m.tool_call_id
+            for m in self._messages(state.values)
+            if isinstance(m, ToolMessage) and closes_call(m, m.tool_call_id)
+        }
+        # Nothing waits, yet a step is open or nodes are left to run: the run that wrote the
+        # answer stopped (a lost fence, a crash) before the model could answer.
+        stopped = not state.interrupts and bool(in_step or state.next)
+        return Answered(frozenset(in_step | committed), stopped)
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
-        """Whether the thread already holds a closing answer to ``call_id``: in its messages,
-        or in a pending write of a step that still waits for a sibling call.
+        """Whether the thread already holds a closing answer to ``call_id`` (in its messages,
+        or in a pending write of a step that waits for a sibling call) in a run that is done
+        or waits.
 
-        An answer written in a step that then stopped before its checkpoint (its delivery
-        lost the fence, or crashed) with no call left waiting is not counted: delivering it
-        again goes on with that step (the answer is not written twice) so the model answers.
+        An answer written by a run that then stopped before its end (its delivery lost the
+        fence, or crashed) is not counted: delivering it again goes on with that run (the
+        answer is not written twice), so the model answers.
         """
         config = self._config(user_id, session_id)
-        state = await self._state(config)
-        # The state's values already show the open step's writes: look there first.
-        if call_id in await self._answered_in_step(state, config):
-            return bool(state.interrupts)
-        return any(closes_call(m, call_id) for m in self._messages(state.values))
+        answered = await self._answered(await self._state(config), config)
+        return call_id in answered.calls and not answered.stopped
