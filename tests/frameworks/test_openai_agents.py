@@ -255,9 +255,30 @@ async def a_user_turn_while_a_call_is_open_keeps_the_paused_run(setup: Setup) ->
     [(call_id, output)] = await setup.outputs()
     assert call_id == job.call_id and output["result"] == "done"
     assert (await setup.replies())[-1] == "export_data has finished: done."
-    # Later turns read the whole conversation, the call and its output included.
+    # Later turns read the whole conversation, each call right before its output (the
+    # order Chat Completions models need); the session keeps what happened when.
     await setup.turn("hello again")
-    assert any(i.get("type") == "function_call_output" for i in setup.model.inputs[-1])
+    kinds = [i.get("type") or i.get("role") for i in setup.model.inputs[-1]]
+    assert kinds == [
+        "user",
+        "user",
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "user",
+    ]
+    stored = [i.get("type") or i.get("role") for i in await setup.items()]
+    assert stored == [
+        "user",
+        "function_call",
+        "user",
+        "message",
+        "function_call_output",
+        "message",
+        "user",
+        "message",
+    ]
 
 
 def test_an_unknown_call_is_refused_before_anything_is_stored(setup: Setup) -> None:
@@ -389,3 +410,51 @@ def test_another_tool_needing_approval_is_refused(tmp_path: Path) -> None:
     agent = Agent(name="a", model=oa.ScriptedModel(), tools=[delete_account])
     with pytest.raises(ConfigError, match="delete_account"):
         oa.OpenAIAgentsRunner(agent, path=tmp_path / "c.db")
+
+
+def test_progress_waits_for_the_result(setup: Setup) -> None:
+    """Progress a tool reports for the model has no place in a paused call: the run stays
+    paused, and the result resumes it as usual."""
+    run(progress_waits_for_the_result(setup))
+
+
+async def progress_waits_for_the_result(setup: Setup) -> None:
+    await setup.turn("Export my data to CSV")
+    [job] = await setup.app.list_jobs_async()
+    before = await setup.items()
+    await setup.app.progress_async(job.job_id, {"percent": 50}, notify_model=True)
+    deliverer = setup.app.deliverer(setup.runner)
+    assert await deliverer.run_once() == 1
+    assert deliverer.stats["progress_delivered"] == 1
+    assert await setup.items() == before
+    await setup.app.complete_async(job.job_id, "done")
+    assert await deliverer.run_once() == 1
+    assert (await setup.replies())[-1] == "export_data has finished: done."
+
+
+def test_calls_move_next_to_outputs_only_across_other_turns() -> None:
+    """A call and its output kept apart by a user's turn are brought together (parallel calls
+    each before its own output); adjacent ones and open calls stay where they are."""
+    from longcall.openai_agents.history import calls_beside_outputs
+
+    def call(i: str) -> dict[str, str]:
+        return {"type": "function_call", "call_id": i}
+
+    def out(i: str) -> dict[str, str]:
+        return {"type": "function_call_output", "call_id": i}
+
+    user = {"role": "user", "content": "hi"}
+    assert calls_beside_outputs([user, call("a"), out("a"), user]) == [
+        user,
+        call("a"),
+        out("a"),
+        user,
+    ]
+    assert calls_beside_outputs([call("a"), call("b"), user, out("a"), out("b")]) == [
+        user,
+        call("a"),
+        out("a"),
+        call("b"),
+        out("b"),
+    ]
+    assert calls_beside_outputs([call("a"), user]) == [call("a"), user]

@@ -16,6 +16,7 @@ message, so they resume the run together).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -30,6 +31,7 @@ from longcall.agents import AgentEvent, FunctionResponse, Message
 from longcall.core.jobs import CallIds, SessionKey
 from longcall.errors import AgentError, ConfigError, UnknownCallError
 from longcall.openai_agents.events import items_events, paused_call_event, run_items
+from longcall.openai_agents.history import history_in_call_order
 from longcall.openai_agents.paused import OpenCall, PausedRuns
 from longcall.openai_agents.sessions import FencedSession
 from longcall.openai_agents.tool import ANSWERS, LongcallFunctionTool
@@ -88,7 +90,12 @@ class OpenAIAgentsRunner:
         self.path = str(path)
         self.paused = PausedRuns(path)
         self._sessions = sessions
-        self.run_config = run_config
+        # User turns read the history with each call right before its output (a user may
+        # have talked while it was open); the user's own callback, if any, runs after.
+        config = run_config or RunConfig()
+        self.run_config = dataclasses.replace(
+            config, session_input_callback=history_in_call_order(config.session_input_callback)
+        )
         self.max_turns = max_turns
 
     def session(self, user_id: str, session_id: str) -> Session:
@@ -181,8 +188,6 @@ class OpenAIAgentsRunner:
             )
         finally:
             ANSWERS.reset(token)
-        if message.fence is not None:
-            await message.fence.check_async()
         async for event in self._settle(key, session, run_id, result):
             yield event
 
