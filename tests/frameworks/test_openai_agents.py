@@ -127,8 +127,16 @@ async def a_call_pauses_the_run_and_its_result_resumes_it_once(setup: Setup) -> 
     assert await setup.outputs() == []  # the call is open: no output yet
 
     await setup.app.complete_async(job.job_id, {"url": "https://example.com/x.csv"})
-    deliverer = setup.app.deliverer(setup.runner)
+    seen: list[longcall.AgentEvent] = []
+    deliverer = setup.app.deliverer(setup.runner, on_event=lambda _, e: seen.append(e))
     assert await deliverer.run_once() == 1
+    # The resume reports what it added: the call's output, then the model's answer.
+    assert [(e.function_responses[0].id if e.function_responses else e.text) for e in seen] == [
+        job.call_id,
+        "export_data has finished: url https://example.com/x.csv.",
+    ]
+    assert seen[0].function_responses[0].name == "export_data"
+    assert {e.invocation_id for e in seen} == {job.invocation_id}
     [(call_id, output)] = await setup.outputs()
     assert call_id == job.call_id
     assert output["status"] == "succeeded"
@@ -158,6 +166,7 @@ async def parallel_calls_resume_the_run_as_each_result_comes(setup: Setup) -> No
     assert await deliverer.run_once() == 1
     assert [c for c, _ in await setup.outputs()] == [jobs[0].call_id]
     assert await setup.replies() == []  # the model waits for the other call
+    assert len(setup.submitted) == 2  # pausing again submits nothing twice
     await setup.app.complete_async(jobs[1].job_id, "pdf ready")
     assert await deliverer.run_once() == 1
     outputs = dict(await setup.outputs())

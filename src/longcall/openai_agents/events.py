@@ -74,11 +74,16 @@ def call_names(items: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def items_events(
-    items: Iterable[Mapping[str, Any]], *, author: str, invocation_id: str
+    items: Iterable[Mapping[str, Any]],
+    *,
+    author: str,
+    invocation_id: str,
+    called: Mapping[str, str] | None = None,
 ) -> list[AgentEvent]:
-    """Input items (a session's, or a run's new ones) as events, in order."""
+    """Input items (a session's, or a run's new ones) as events, in order. ``called``: the
+    tool names of calls made before ``items`` (call id -> name) that outputs among them answer."""
     listed = list(items)
-    names = call_names(listed)
+    names = {**(called or {}), **call_names(listed)}
     events = (
         item_event(i, author=author, invocation_id=invocation_id, names=names) for i in listed
     )

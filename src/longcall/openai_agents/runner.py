@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,8 @@ class OpenAIAgentsRunner:
             raise UnknownCallError(f"paused run {run_id!r} of session {key} is gone")
         state: RunState[Any] = await RunState.from_json(self.agent, saved)
         answers = {r.id: r.response for r in responses}
-        for item in state.get_interruptions():
+        paused_on = state.get_interruptions()
+        for item in paused_on:
             if item.call_id in answers:
                 state.approve(item)
         if message.fence is not None:
@@ -188,24 +189,46 @@ class OpenAIAgentsRunner:
             )
         finally:
             ANSWERS.reset(token)
-        async for event in self._settle(key, session, run_id, result):
+        reported = {str(item.call_id): str(item.name) for item in paused_on}
+        async for event in self._settle(key, session, run_id, result, reported=reported):
             yield event
 
     async def _settle(
-        self, key: SessionKey, session: Session, run_id: str, result: RunResult
+        self,
+        key: SessionKey,
+        session: Session,
+        run_id: str,
+        result: RunResult,
+        *,
+        reported: Mapping[str, str] | None = None,
     ) -> AsyncIterator[AgentEvent]:
-        """Report the run's events; record the jobs of the calls it paused on and keep it
-        paused, or forget it once it ran to its end. A call whose job could not start (bad
-        arguments) is answered at once with the error, in a resume of its own."""
+        """Report the run's events (but the calls in ``reported``, id -> tool name, which the
+        pause reported);
+        record the jobs of the calls it paused on and keep it paused, or forget it once it
+        ran to its end. A call whose job could not start (bad arguments) is answered at once
+        with the error, in a resume of its own."""
         author = result.last_agent.name
-        for event in items_events(run_items(result.new_items), author=author, invocation_id=run_id):
+        items = [
+            i
+            for i in run_items(result.new_items)
+            if not (i.get("type") == "function_call" and i.get("call_id") in (reported or {}))
+        ]
+        for event in items_events(items, author=author, invocation_id=run_id, called=reported):
             yield event
         if not result.interruptions:
             await self.paused.finish_async(run_id)
             return
         open_calls: list[OpenCall] = []
         refused: list[FunctionResponse] = []
+        # A resume that answered some of its run's calls pauses again on the others: their
+        # jobs are recorded and reported already.
+        still_open = await self.paused.open_calls_async(
+            key, [str(i.call_id) for i in result.interruptions]
+        )
         for item in result.interruptions:
+            if (known := still_open.get(str(item.call_id))) is not None:
+                open_calls.append(OpenCall(known.call_id, known.tool_name, run_id))
+                continue
             tool = self.tools.get(str(item.name))
             if tool is None:
                 raise AgentError(
