@@ -23,46 +23,20 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, FunctionTool, RunConfig, Runner, RunState, SQLiteSession
+from agents import Agent, RunConfig, Runner, RunState, SQLiteSession
 from agents.memory import Session
 from agents.result import RunResult
 
 from longcall.agents import AgentEvent, FunctionResponse, Message
 from longcall.core.jobs import CallIds, SessionKey
-from longcall.errors import AgentError, ConfigError, UnknownCallError
+from longcall.errors import AgentError, UnknownCallError
 from longcall.openai_agents.events import items_events, paused_call_event, run_items
 from longcall.openai_agents.history import history_in_call_order
 from longcall.openai_agents.paused import OpenCall, PausedRuns
-from longcall.openai_agents.sessions import FencedSession
-from longcall.openai_agents.tool import ANSWERS, LongcallFunctionTool
+from longcall.openai_agents.sessions import FencedSession, answered_calls
+from longcall.openai_agents.tool import ANSWERS, longcall_tools
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
-
-
-def longcall_tools(agent: Agent[Any]) -> dict[str, LongcallFunctionTool]:
-    """The longcall tools of ``agent`` and of the agents it hands off to, by name.
-
-    ConfigError for another tool that needs approval: this runner resumes only the
-    interruptions of longcall's tools, and a run paused on another one would wait forever.
-    """
-    found: dict[str, LongcallFunctionTool] = {}
-    seen: set[int] = set()
-    todo: list[Agent[Any]] = [agent]
-    while todo:
-        current = todo.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        for tool in current.tools:
-            if isinstance(tool, LongcallFunctionTool):
-                found[tool.name] = tool
-            elif isinstance(tool, FunctionTool) and tool.needs_approval is not False:
-                raise ConfigError(
-                    f"agent {current.name!r}: tool {tool.name!r} needs approval, which "
-                    "OpenAIAgentsRunner cannot give; only longcall's long-running tools may"
-                )
-        todo.extend(h for h in current.handoffs if isinstance(h, Agent))
-    return found
 
 
 class OpenAIAgentsRunner:
@@ -203,10 +177,9 @@ class OpenAIAgentsRunner:
         reported: Mapping[str, str] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Report the run's events (but the calls in ``reported``, id -> tool name, which the
-        pause reported);
-        record the jobs of the calls it paused on and keep it paused, or forget it once it
-        ran to its end. A call whose job could not start (bad arguments) is answered at once
-        with the error, in a resume of its own."""
+        pause reported); record the jobs of the calls it paused on and keep it paused, or
+        forget it once it ran to its end. A call whose job could not start (bad arguments)
+        is answered at once with the error, in a resume of its own."""
         author = result.last_agent.name
         items = [
             i
@@ -262,15 +235,6 @@ class OpenAIAgentsRunner:
         return items_events(
             [dict(i) for i in items], author=self.agent.name, invocation_id=session_id
         )
-
-
-async def answered_calls(session: Session) -> set[str]:
-    """The call ids the session holds an output for."""
-    return {
-        str(item.get("call_id"))
-        for item in await session.get_items()
-        if isinstance(item, dict) and item.get("type") == "function_call_output"
-    }
 
 
 def _arguments(arguments: str | None) -> dict[str, Any]:

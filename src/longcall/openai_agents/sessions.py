@@ -35,3 +35,12 @@ class FencedSession:
     async def clear_session(self) -> None:
         await self.fence.check_async()
         await self.inner.clear_session()
+
+
+async def answered_calls(session: Session) -> set[str]:
+    """The call ids the session holds an output for."""
+    return {
+        str(item.get("call_id"))
+        for item in await session.get_items()
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }

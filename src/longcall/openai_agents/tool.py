@@ -16,10 +16,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agents import FunctionTool
+from agents import Agent, FunctionTool
 from agents.tool_context import ToolContext
 
 from longcall.app import App
+from longcall.errors import ConfigError
 from longcall.jobs.tools import JobHandle, LongRunningTool
 
 # Set by the runner while it resumes a paused run: call id -> the function response the
@@ -98,3 +99,29 @@ def long_running_tool(
         return LongcallFunctionTool.of(job_tool)
 
     return build(func) if func is not None else build
+
+
+def longcall_tools(agent: Agent[Any]) -> dict[str, LongcallFunctionTool]:
+    """The longcall tools of ``agent`` and of the agents it hands off to, by name.
+
+    ConfigError for another tool that needs approval: this runner resumes only the
+    interruptions of longcall's tools, and a run paused on another one would wait forever.
+    """
+    found: dict[str, LongcallFunctionTool] = {}
+    seen: set[int] = set()
+    todo: list[Agent[Any]] = [agent]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for tool in current.tools:
+            if isinstance(tool, LongcallFunctionTool):
+                found[tool.name] = tool
+            elif isinstance(tool, FunctionTool) and tool.needs_approval is not False:
+                raise ConfigError(
+                    f"agent {current.name!r}: tool {tool.name!r} needs approval, which "
+                    "OpenAIAgentsRunner cannot give; only longcall's long-running tools may"
+                )
+        todo.extend(h for h in current.handoffs if isinstance(h, Agent))
+    return found
