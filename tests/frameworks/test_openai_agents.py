@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Coroutine, Iterator
@@ -467,3 +468,36 @@ def test_calls_move_next_to_outputs_only_across_other_turns() -> None:
         out("b"),
     ]
     assert calls_beside_outputs([call("a"), user]) == [call("a"), user]
+
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "openai-agents.md"
+
+
+def test_the_guide_example_runs_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's code, run as written (with the offline model), resumes a completed export."""
+    match = re.search(
+        r"<!-- docs-openai-agents:.*?-->\s*```python\n(.*?)```", GUIDE.read_text(), re.S
+    )
+    assert match, "the OpenAI Agents guide lost its example"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(compile(match.group(1), str(GUIDE), "exec"), namespace)
+    jobs, agent, runner = (namespace[k] for k in ("jobs", "agent", "runner"))
+    assert isinstance(namespace["worker"], longcall.Worker)
+    agent.model = oa.ScriptedModel(RULES)  # no network here: the offline model stands in
+    try:
+        run(the_guide_example_resumes(jobs, runner))
+    finally:
+        jobs.close()
+
+
+async def the_guide_example_resumes(jobs: longcall.App, runner: Any) -> None:
+    await jobs.run_turn_async(runner, user_id="ana", session_id="s1", text="Export my data to CSV")
+    [job] = await jobs.list_jobs_async()
+    assert job.job_id == longcall.job_id_for("export:s1:csv", "ana")
+    await jobs.complete_async(job.job_id, {"url": "https://example.com/x.csv"})
+    assert await jobs.deliverer(runner).run_once() == 1
+    events = await runner.transcript(user_id="ana", session_id="s1")
+    assert events[-1].text == "export_data has finished: url https://example.com/x.csv."
