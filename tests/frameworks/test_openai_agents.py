@@ -501,3 +501,39 @@ async def the_guide_example_resumes(jobs: longcall.App, runner: Any) -> None:
     assert await jobs.deliverer(runner).run_once() == 1
     events = await runner.transcript(user_id="ana", session_id="s1")
     assert events[-1].text == "export_data has finished: url https://example.com/x.csv."
+
+
+def test_a_second_call_while_one_is_open_pauses_a_run_of_its_own(setup: Setup) -> None:
+    """A user turn while a call is open calls the tool again: two paused runs in one session,
+    each resumed by its own job, in either order."""
+    run(a_second_call_while_one_is_open_pauses_a_run_of_its_own(setup))
+
+
+async def a_second_call_while_one_is_open_pauses_a_run_of_its_own(setup: Setup) -> None:
+    await setup.turn("Export my data to CSV")
+    await setup.turn("Export my data to JSON")
+    first, second = sorted(await setup.app.list_jobs_async(), key=lambda j: j.created_at)
+    assert first.invocation_id != second.invocation_id
+    deliverer = setup.app.deliverer(setup.runner)
+    await setup.app.complete_async(second.job_id, "json ready")
+    assert await deliverer.run_once() == 1
+    await setup.app.complete_async(first.job_id, "csv ready")
+    assert await deliverer.run_once() == 1
+    assert dict(await setup.outputs()) == {
+        first.call_id: {"status": "succeeded", "jobId": first.job_id, "result": "csv ready"},
+        second.call_id: {"status": "succeeded", "jobId": second.job_id, "result": "json ready"},
+    }
+    assert await setup.replies() == [
+        "export_data has finished: json ready.",
+        "export_data has finished: csv ready.",
+    ]
+    transcript = await setup.runner.transcript(user_id="u", session_id="s")
+    marked = set().union(*(e.long_running_ids for e in transcript))
+    assert marked == {first.call_id, second.call_id}
+
+
+def test_the_paused_runs_need_a_file(tmp_path: Path) -> None:
+    """An in-memory path would lose the paused runs: refused."""
+    agent = Agent(name="a", model=oa.ScriptedModel())
+    with pytest.raises(ValueError, match="SQLite file"):
+        oa.OpenAIAgentsRunner(agent, path=":memory:")

@@ -62,6 +62,10 @@ class OpenAIAgentsRunner:
         self.app_name: str = app_name or agent.name
         self.tools = longcall_tools(agent)
         self.path = str(path)
+        if self.path == ":memory:" or not self.path:
+            raise ValueError(
+                "path must name a SQLite file: the paused runs must outlive the process"
+            )
         self.paused = PausedRuns(path)
         self._sessions = sessions
         # User turns read the history with each call right before its output (a user may
@@ -232,9 +236,19 @@ class OpenAIAgentsRunner:
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
         """The SDK session's items in longcall's terms (empty for an unknown session)."""
         items = await self.session(user_id, session_id).get_items()
-        return items_events(
+        events = items_events(
             [dict(i) for i in items], author=self.agent.name, invocation_id=session_id
         )
+        # The calls of longcall's tools are the long-running ones (the dashboard marks them).
+        return [
+            dataclasses.replace(
+                e,
+                long_running_ids=frozenset(c.id for c in e.function_calls if c.name in self.tools),
+            )
+            if e.function_calls
+            else e
+            for e in events
+        ]
 
 
 def _arguments(arguments: str | None) -> dict[str, Any]:
