@@ -537,3 +537,35 @@ def test_the_paused_runs_need_a_file(tmp_path: Path) -> None:
     agent = Agent(name="a", model=oa.ScriptedModel())
     with pytest.raises(ValueError, match="SQLite file"):
         oa.OpenAIAgentsRunner(agent, path=":memory:")
+
+
+def test_a_model_failure_on_resume_is_retried_without_a_second_output(setup: Setup) -> None:
+    """The SDK stores the output before the model turn: when that turn fails, the delivery is
+    retried, resumes the paused run again, and the session keeps one output and one answer."""
+    run(a_model_failure_on_resume_is_retried_without_a_second_output(setup))
+
+
+async def a_model_failure_on_resume_is_retried_without_a_second_output(setup: Setup) -> None:
+    await setup.turn("Export my data to CSV")
+    [job] = await setup.app.list_jobs_async()
+    await setup.app.complete_async(job.job_id, "done")
+    answer = setup.model.answer
+
+    def down(items: list[dict[str, Any]]) -> list[Any]:
+        raise RuntimeError("the model is down")
+
+    setup.model.answer = down  # type: ignore[method-assign]
+    deliverer = setup.app.deliverer(setup.runner, retry_base=0.01)
+    assert await deliverer.run_once() == 1
+    assert deliverer.stats["delivery_retried"] == 1
+    assert not await setup.runner.has_function_response(
+        user_id="u", session_id="s", call_id=str(job.call_id)
+    )
+    setup.model.answer = answer  # type: ignore[method-assign]
+    for _ in range(100):
+        if await deliverer.run_once():
+            break
+        await asyncio.sleep(0.02)
+    assert deliverer.stats["delivered"] == 1
+    assert [c for c, _ in await setup.outputs()] == [job.call_id]
+    assert await setup.replies() == ["export_data has finished: done."]

@@ -33,7 +33,7 @@ from longcall.errors import AgentError, UnknownCallError
 from longcall.openai_agents.events import items_events, paused_call_event, run_items
 from longcall.openai_agents.history import history_in_call_order
 from longcall.openai_agents.paused import OpenCall, PausedRuns
-from longcall.openai_agents.sessions import FencedSession, answered_calls
+from longcall.openai_agents.sessions import GuardedSession, answered_calls
 from longcall.openai_agents.tool import ANSWERS, longcall_tools
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "expired", "cancelled"})
@@ -86,7 +86,7 @@ class OpenAIAgentsRunner:
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
         key = SessionKey(self.app_name, user_id, session_id)
-        session = self.session(user_id, session_id)
+        session = GuardedSession(self.session(user_id, session_id), message.fence)
         if message.text is not None:
             run_id = f"run-{uuid.uuid4().hex}"
             result = await Runner.run(
@@ -100,8 +100,6 @@ class OpenAIAgentsRunner:
                 yield event
             return
         runs = await self._paused_runs(key, session, message.function_responses)
-        if message.fence is not None:
-            session = FencedSession(session, message.fence)
         for run_id, responses in runs.items():
             async for event in self._resume(key, session, run_id, responses, message):
                 yield event
@@ -229,8 +227,12 @@ class OpenAIAgentsRunner:
                 yield event
 
     async def has_function_response(self, *, user_id: str, session_id: str, call_id: str) -> bool:
-        """Whether the session holds an output for ``call_id`` (its calls get one output,
-        the job's end)."""
+        """Whether the session holds the output for ``call_id`` and no paused run still
+        waits on it. The SDK stores a resumed call's output before it asks the model: a
+        resume whose model turn failed left the output, but not the answer, and is retried."""
+        key = SessionKey(self.app_name, user_id, session_id)
+        if await self.paused.open_calls_async(key, [call_id]):
+            return False
         return call_id in await answered_calls(self.session(user_id, session_id))
 
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
