@@ -569,3 +569,22 @@ async def a_model_failure_on_resume_is_retried_without_a_second_output(setup: Se
     assert deliverer.stats["delivered"] == 1
     assert [c for c, _ in await setup.outputs()] == [job.call_id]
     assert await setup.replies() == ["export_data has finished: done."]
+
+
+def test_sessions_resume_concurrently_each_with_its_own_result(setup: Setup) -> None:
+    """One deliverer pass resumes several sessions at once: each run reads its own job's
+    result (the answers never cross between concurrent resumes)."""
+    run(sessions_resume_concurrently_each_with_its_own_result(setup))
+
+
+async def sessions_resume_concurrently_each_with_its_own_result(setup: Setup) -> None:
+    sessions = [f"s{n}" for n in range(6)]
+    for session_id in sessions:
+        await setup.turn("Export my data to CSV", session_id=session_id)
+    for job in await setup.app.list_jobs_async():
+        await setup.app.complete_async(job.job_id, f"for {job.session_id}")
+    assert await setup.app.deliverer(setup.runner).run_once() == len(sessions)
+    for session_id in sessions:
+        [(_, output)] = await setup.outputs(session_id)
+        assert output["result"] == f"for {session_id}"
+        assert await setup.replies(session_id) == [f"export_data has finished: for {session_id}."]
