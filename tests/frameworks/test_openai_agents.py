@@ -19,7 +19,7 @@ import longcall
 oa = pytest.importorskip("longcall.openai_agents", reason="openai-agents is not installed")
 from agents import Agent, function_tool, set_tracing_disabled  # noqa: E402
 
-from longcall.agents import Fence, FunctionResponse, Message  # noqa: E402
+from longcall.agents import Fence, FunctionResponse, Message, TranscriptSource  # noqa: E402
 from longcall.core.clock import FakeClock  # noqa: E402
 from longcall.core.jobs import CallIds, SessionKey  # noqa: E402
 from longcall.errors import ConfigError, FenceLost, UnknownCallError  # noqa: E402
@@ -115,6 +115,8 @@ def test_a_call_pauses_the_run_and_its_result_resumes_it_once(setup: Setup) -> N
 
 
 async def a_call_pauses_the_run_and_its_result_resumes_it_once(setup: Setup) -> None:
+    assert isinstance(setup.runner, longcall.AgentRunner)
+    assert isinstance(setup.runner, TranscriptSource)
     events = await setup.turn("Export my data to CSV")
     [job] = await setup.app.list_jobs_async()
     assert (job.app_name, job.user_id, job.session_id) == ("exporter", "u", "s")
@@ -588,3 +590,21 @@ async def sessions_resume_concurrently_each_with_its_own_result(setup: Setup) ->
         [(_, output)] = await setup.outputs(session_id)
         assert output["result"] == f"for {session_id}"
         assert await setup.replies(session_id) == [f"export_data has finished: for {session_id}."]
+
+
+def test_a_delivery_waits_for_the_users_turn(setup: Setup) -> None:
+    """While a user's turn holds the session's lease, the deliverer leaves the session alone;
+    once the turn ends, the result resumes the paused run."""
+    run(a_delivery_waits_for_the_users_turn(setup))
+
+
+async def a_delivery_waits_for_the_users_turn(setup: Setup) -> None:
+    await setup.turn("Export my data to CSV")
+    [job] = await setup.app.list_jobs_async()
+    await setup.app.complete_async(job.job_id, "done")
+    deliverer = setup.app.deliverer(setup.runner)
+    async with setup.app.session_turn("s", app_name="exporter", user_id="u"):
+        assert await deliverer.run_once() == 0
+        assert await setup.outputs() == []
+    assert await deliverer.run_once() == 1
+    assert await setup.replies() == ["export_data has finished: done."]
