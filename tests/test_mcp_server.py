@@ -275,11 +275,17 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(sqlite_url: str, serve)
     asyncio.run(scenario())
 
 
-def test_stdio_task(sqlite_url: str, tmp_path: Path) -> None:
-    """Over stdio (`python -m longcall.mcp`): create, complete from outside, fetch."""
+@pytest.mark.parametrize(
+    "command",
+    [[sys.executable, "-m", "longcall.mcp"], [LONGCALL, "mcp"]],
+    ids=["python-m", "cli"],
+)
+def test_stdio_task(sqlite_url: str, tmp_path: Path, command: list[str]) -> None:
+    """Over stdio (`python -m longcall.mcp`, `longcall mcp`): create, complete from
+    outside, fetch the result."""
     params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "longcall.mcp", "--app", "mcp_app:app"],
+        command=command[0],
+        args=[*command[1:], "--app", "mcp_app:app"],
         env=_env(sqlite_url, tmp_path),
         cwd=str(HERE),
     )
@@ -294,5 +300,47 @@ def test_stdio_task(sqlite_url: str, tmp_path: Path) -> None:
             assert done.changed
             finished = await get(client.session, created.task_id)
             assert finished["result"]["structuredContent"] == {"height_m": 180}
+
+    asyncio.run(scenario())
+
+
+def test_fastmcp_tasks_client_drives_longcall_tasks(sqlite_url: str, serve) -> None:  # type: ignore[no-untyped-def]
+    """FastMCP's own tasks client works unchanged: its explicit task handle (status, result,
+    cancel) and its transparent call_tool, which polls tasks/get to the result."""
+    fastmcp = pytest.importorskip("fastmcp")
+    from fastmcp_tasks import call_tool_task
+
+    tokens = _tokens(sqlite_url)
+    _, base = serve(sqlite_url)
+
+    async def complete_when_created(topic: str, result: object) -> None:
+        def find(app: App) -> str | None:
+            jobs = [j for j in app.list_jobs() if j.args.get("topic") == topic]
+            return jobs[0].job_id if jobs else None
+
+        for _ in range(400):  # 20 s
+            job_id = await outside(sqlite_url, find)
+            if job_id is not None:
+                await outside(sqlite_url, lambda app, job_id=job_id: app.complete(job_id, result))
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"no job for {topic!r} was created")
+
+    async def scenario() -> None:
+        async with fastmcp.Client(f"{base}/mcp", auth=tokens["alice"]) as client:
+            task = await call_tool_task(client, "report", {"topic": "reefs"})
+            assert (await task.status()).status == "working"
+            await complete_when_created("reefs", {"corals": 31})
+            handled = await task.result()
+            assert handled.structured_content == {"corals": 31}
+
+            completing = asyncio.create_task(complete_when_created("kelp", "tall"))
+            transparent = await client.call_tool("report", {"topic": "kelp"}, timeout=20)
+            await completing
+            assert transparent.structured_content == {"result": "tall"}
+
+            doomed = await call_tool_task(client, "report", {"topic": "atolls"})
+            await doomed.cancel()
+            assert (await doomed.status()).status == "cancelled"
 
     asyncio.run(scenario())

@@ -32,6 +32,7 @@ from longcall.cli._support import (
 )
 from longcall.cli.cron import cron
 from longcall.cli.jobs import jobs
+from longcall.cli.mcp import mcp
 from longcall.cli.prune import keep_option, prune
 from longcall.cli.runs import runs
 from longcall.core.retention import Retention
@@ -432,6 +433,7 @@ main.add_command(jobs)
 main.add_command(runs)
 main.add_command(cron)
 main.add_command(prune)
+main.add_command(mcp)
 
 
 def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
