@@ -24,10 +24,10 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from longcall import App, JobState
-from mcp_client import TasksExtension, cancel, create, get, http_session
+from mcp_client import TASKS, TasksExtension, cancel, create, get, http_session
 from procs import free_port, wait_until_healthy
 
 HERE = Path(__file__).resolve().parent
@@ -230,9 +230,35 @@ def test_cancel_then_late_completion(sqlite_url: str, serve, tmp_path: Path) -> 
     _wait(lambda: cancels.exists() and cancels.read_text().split() == [task_id])
 
 
+def _raw_tasks_get(base: str, token: str, task_id: str, name_header: str) -> dict[str, object]:
+    """tasks/get by hand, with the routing headers a 2026-07-28 client sends."""
+    import httpx
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tasks/get",
+        "params": {"taskId": task_id, "_meta": meta},
+    }
+    headers = {
+        "authorization": f"Bearer {token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tasks/get",
+        "mcp-name": name_header,
+    }
+    answer: dict[str, object] = httpx.post(f"{base}/mcp", json=body, headers=headers).json()
+    return answer
+
+
 def test_bad_input_gets_clear_errors_and_changes_nothing(sqlite_url: str, serve) -> None:  # type: ignore[no-untyped-def]
     """Unknown task ids, another user's task, bad arguments, unknown tools, a client
-    without the extension and a request without a token are refused; no job is made."""
+    without the extension, an Mcp-Name header naming another task and a request without a
+    token are refused; no job is made. An admin token sees every task."""
     import httpx
 
     tokens = _tokens(sqlite_url)
@@ -265,6 +291,16 @@ def test_bad_input_gets_clear_errors_and_changes_nothing(sqlite_url: str, serve)
                 with pytest.raises(MCPError) as hidden:
                     await attempt(stranger, created.task_id)
                 assert hidden.value.error.code == INVALID_PARAMS
+        async with http_session(base, tokens["admin"]) as admin:
+            assert (await get(admin, created.task_id))["status"] == "working"
+        mismatched = await asyncio.to_thread(
+            _raw_tasks_get, base, tokens["alice"], created.task_id, "job-someone-else"
+        )
+        assert mismatched["error"]["code"] == HEADER_MISMATCH, mismatched
+        matched = await asyncio.to_thread(
+            _raw_tasks_get, base, tokens["alice"], created.task_id, created.task_id
+        )
+        assert matched["result"]["status"] == "working", matched
         async with http_session(base, tokens["alice"], tasks=False) as plain:
             with pytest.raises(MCPError) as refused:
                 await plain.call_tool("report", {"topic": "fog"})

@@ -22,8 +22,9 @@ import mcp_types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
 from mcp_types import INVALID_PARAMS, RequestParams
-from mcp_types.jsonrpc import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
@@ -95,6 +96,19 @@ def _missing_extension(tool_name: str) -> MCPError:
     )
 
 
+def _check_name_header(ctx: ServerRequestContext[Any, Any], task_id: str) -> None:
+    """SEP-2663 mirrors ``taskId`` into the ``Mcp-Name`` header for routers that do not read
+    bodies; a request whose header names another task is refused (the SDK checks the
+    header only for the core protocol's methods)."""
+    headers = getattr(ctx.request, "headers", None)
+    header = headers.get(MCP_NAME_HEADER) if headers is not None else None
+    if header is not None and decode_header_value(header) != task_id:
+        raise MCPError(
+            code=HEADER_MISMATCH,
+            message=f"the {MCP_NAME_HEADER} header does not match the request's taskId",
+        )
+
+
 def _task_not_found(task_id: str) -> MCPError:
     # One answer for unknown, malformed and other callers' ids: nobody probes for ids.
     return MCPError(code=INVALID_PARAMS, message=f"task {task_id!r} not found")
@@ -157,6 +171,7 @@ class JobTasks:
                 message=f"tasks/* needs the {TASKS_EXTENSION} extension declared",
                 data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
             )
+        _check_name_header(ctx, task_id)
         try:
             job = await self.app.get_job_async(task_id)
         except (JobNotFound, InvalidValue):
