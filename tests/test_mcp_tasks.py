@@ -115,3 +115,22 @@ def test_failure_and_refused_input_through_the_sdk_client(tmp_path) -> None:  # 
                 assert await app.list_jobs_async() == [await app.get_job_async(created.task_id)]
 
         asyncio.run(scenario())
+
+
+def test_stdio_commands_refuse_what_is_not_an_app() -> None:
+    """`longcall mcp` and `python -m longcall.mcp` name a bad --app instead of serving."""
+    from click.testing import CliRunner
+
+    from longcall.cli.main import main
+    from longcall.mcp.__main__ import main as module_main
+
+    not_app = CliRunner().invoke(main, ["mcp", "--app", "json:dumps"])
+    assert not_app.exit_code == 2
+    assert "json:dumps is not a longcall.App" in not_app.output
+    missing = CliRunner().invoke(main, ["mcp", "--app", "no_such_module:app"])
+    assert missing.exit_code == 2
+    assert "cannot import 'no_such_module'" in missing.output
+    with pytest.raises(SystemExit, match="does not name a longcall App"):
+        module_main(["--app", "json:dumps"])
+    with pytest.raises(SystemExit, match=r"must look like package\.module:name"):
+        module_main(["--app", "json"])
