@@ -157,7 +157,16 @@ def fastmcp_side(port: int, concurrency: int) -> Side:
         *(sys.executable, __file__, "--serve", "fastmcp", "--db", docket),
         *("--port", str(port), "--concurrency", str(concurrency)),
     ]
-    return Side("FastMCP + fastmcp-tasks, Redis", command, {}, complete, lambda: None)
+
+    def forget() -> None:
+        # Every key this run made starts with its docket's unique name; nothing else goes.
+        import redis as sync_redis
+
+        with sync_redis.Redis.from_url(REDIS) as client:
+            for key in client.scan_iter(match=f"{docket}*", count=1000):
+                client.delete(key)
+
+    return Side("FastMCP + fastmcp-tasks, Redis", command, {}, complete, forget)
 
 
 # -- the measurements ---------------------------------------------------------------------
