@@ -39,13 +39,10 @@ class McpEndpoint:
     """The ASGI endpoint at ``/mcp``: authenticate, then hand over to the SDK's transport."""
 
     def __init__(self, app: App) -> None:
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-
         from longcall.mcp import mcp_server
 
-        self.manager: StreamableHTTPSessionManager = StreamableHTTPSessionManager(
-            mcp_server(app), json_response=True, stateless=True
-        )
+        self.server = mcp_server(app)
+        self.manager: StreamableHTTPSessionManager | None = None  # while the lifespan runs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from longcall.mcp import CALLER_SCOPE_KEY, Caller
@@ -60,13 +57,26 @@ class McpEndpoint:
         if isinstance(principal, Response):
             await principal(scope, receive, send)
             return
+        if self.manager is None:
+            answer = error(503, "mcp_not_running", "the MCP endpoint is not running")
+            await answer(scope, receive, send)
+            return
         scope[CALLER_SCOPE_KEY] = Caller(principal.user_id, principal.admin)
         await self.manager.handle_request(scope, receive, send)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        async with self.manager.run():
-            yield
+        """The SDK's transport for one run of the server's lifespan (a manager runs once, and
+        an app's lifespan may run again, as test clients do)."""
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        manager = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True)
+        async with manager.run():
+            self.manager = manager
+            try:
+                yield
+            finally:
+                self.manager = None
 
 
 def mcp_route(app: App) -> tuple[Route, McpEndpoint] | None:
