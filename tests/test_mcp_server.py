@@ -432,3 +432,12 @@ def test_example_mcp_tasks_runs_as_its_readme_says(tmp_path: Path) -> None:
         "working (sent 'minutes.pdf' to the agency for Welsh)",
         "completed: {'translation': 'cofnodion.pdf'}",
     ], client.stdout
+
+
+def test_serve_says_it_serves_mcp(sqlite_url: str, serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`longcall serve` names /mcp in its banner, and runs the worker loops for the App's
+    tools though it has no agent (deadlines and cancel hooks of MCP tasks need them)."""
+    _serve_proc, base = serve(sqlite_url)
+    port = base.rsplit(":", 1)[1]
+    banner = (tmp_path / f"serve-{port}.log").read_text()
+    assert "API, dashboard and MCP tasks at /mcp; worker: deadlines" in banner, banner
