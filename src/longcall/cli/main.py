@@ -32,6 +32,7 @@ from longcall.cli._support import (
 )
 from longcall.cli.cron import cron
 from longcall.cli.jobs import jobs
+from longcall.cli.mcp import mcp
 from longcall.cli.prune import keep_option, prune
 from longcall.cli.runs import runs
 from longcall.core.retention import Retention
@@ -432,6 +433,7 @@ main.add_command(jobs)
 main.add_command(runs)
 main.add_command(cron)
 main.add_command(prune)
+main.add_command(mcp)
 
 
 def _public_origin(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -541,7 +543,7 @@ def serve(
 ) -> None:
     """Run the HTTP service, and with --app/--agent the worker loops too, until SIGTERM."""
     try:
-        from longcall.server import runner
+        from longcall.server import mcp_mount, runner
         from longcall.server.app import Settings
     except ImportError as exc:
         raise click.UsageError(str(exc)) from exc
@@ -577,8 +579,11 @@ def serve(
         loops = runner.worker_duties(app, agent) if not no_worker else []
         where = "; worker: " + ", ".join(loops) if loops else "; no worker loops"
         bound = listening.getsockname()
+        served = (
+            "API, dashboard and MCP tasks at /mcp" if mcp_mount.available() else "API and dashboard"
+        )
         click.echo(
-            f"longcall serving {app.url} on http://{host}:{bound[1]}: API and dashboard{where}\n"
+            f"longcall serving {app.url} on http://{host}:{bound[1]}: {served}{where}\n"
             f"dashboard: open http://{host}:{bound[1]}/login and paste a token "
             "(longcall tokens create --user NAME makes one)",
             err=True,

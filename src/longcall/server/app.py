@@ -22,6 +22,7 @@ from longcall.server.change_feed import ChangeFeed
 from longcall.server.dashboard.routes import ROUTES as DASHBOARD_ROUTES
 from longcall.server.errors import error
 from longcall.server.fair_share import DEFAULT_WRITES_PER_TOKEN, SafeHeaders, WriteShare
+from longcall.server.mcp_mount import mcp_route
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +70,17 @@ def create_app(
 ) -> Starlette:
     """The HTTP service over ``app``'s store; ``agent`` (if given) shows session transcripts."""
 
+    mcp = mcp_route(app)
+
     @contextlib.asynccontextmanager
     async def lifespan(web: Starlette) -> AsyncIterator[None]:
         web.state.closing.clear()
         app.allow_retries()
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if mcp is not None:
+                    await stack.enter_async_context(mcp[1].running())
+                yield
         finally:
             web.state.closing.set()
 
@@ -95,6 +101,9 @@ def create_app(
         ],
     )
     checks.guard(web.router.routes)
+    if mcp is not None:
+        # After the guard: the MCP transport checks its own JSON-RPC bodies, not our id rules.
+        web.router.routes.append(mcp[0])
     web.state.longcall = app
     web.state.agent = agent
     web.state.settings = settings or Settings()

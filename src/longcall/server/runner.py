@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 
 from longcall.agents import AgentRunner
 from longcall.app import App
+from longcall.server import mcp_mount
 from longcall.server.app import Settings, create_app
 from longcall.server.limits import BODY_TIMEOUT, HEADER_TIMEOUT, HTTP, QuietDisconnects, protocol
 
@@ -92,10 +93,12 @@ def listen(host: str, port: int) -> socket.socket:
 
 def worker_duties(app: App, agent: AgentRunner | None) -> list[str]:
     """What the worker loops beside the server do for ``app``; empty when there is nothing
-    for them (no agent to resume and no workflow whose background runs to execute), and
-    then they do not run at all."""
+    for them (no agent to resume, no workflow whose background runs to execute and no tool
+    served as an MCP task at ``/mcp``), and then they do not run at all."""
     workflows = sorted(app.workflows.registry)
-    if agent is None and not workflows:
+    # MCP tasks have no agent to resume, but their deadlines and cancel hooks need the loops.
+    mcp_tasks = bool(app.tools) and mcp_mount.available()
+    if agent is None and not workflows and not mcp_tasks:
         return []
     duties = ["deliveries to the agent"] if agent is not None else []
     duties += ["deadlines", "tool submissions and cancel hooks"]
