@@ -95,6 +95,7 @@ def test_every_name_the_docs_spell_longcall_dot_is_exported() -> None:
     # modules (``longcall.adk.X``), a file name (``longcall.db``), a page (``api/longcall.md``)
     others = {
         "adk",
+        "agents",
         "langgraph",
         "openai_agents",
         "mcp",
