@@ -254,3 +254,197 @@ def test_importing_longcall_imports_neither_mcp_nor_adk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _start_poller(script: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, script], env=env)
+
+
+def test_poller_process_restarted_mid_wait(sqlite_url: str, remote: RemoteHost) -> None:
+    """A poller process killed while the task works; a new one over the same database
+    picks the task up and answers the job when the remote job completes."""
+    env = {
+        **os.environ,
+        "LOCAL_URL": sqlite_url,
+        "REMOTE_MCP_URL": remote.mcp_url,
+        "REMOTE_TOKEN": remote.token,
+        "POLL_LEASE": "1",
+        "PYTHONPATH": str(TESTS),
+    }
+    script = str(Path(__file__).with_name("mcp_poller.py"))
+
+    async def scenario() -> None:
+        desk = Desk(sqlite_url, remote)
+        job = await desk.ask("s2", "Write a report on eclipses")
+        first = _start_poller(script, env)
+        try:
+
+            async def polled_twice() -> bool:
+                row = desk.remote.table.get(job.job_id)
+                return row is not None and row["polls"] >= 2
+
+            await until(polled_twice, lambda: asyncio.sleep(0.05))
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+        row = desk.remote.table.get(job.job_id)
+        assert row is not None
+        await remote.act(lambda app: app.complete(row["task_id"], {"totality": "4m"}))
+        await asyncio.sleep(0.3)
+        assert (await desk.app.get_job_async(job.job_id)).state is JobState.STARTED
+        second = _start_poller(script, env)
+        try:
+            await until(
+                state_is(desk.app, job.job_id, JobState.SUCCEEDED), lambda: asyncio.sleep(0.05)
+            )
+        finally:
+            second.send_signal(signal.SIGKILL)
+            second.wait(10)
+        assert await desk.deliverer.run_once() == 1
+        assert [(r[0], r[1], r[2]["status"]) for r in await desk.responses("s2")][-1] == (
+            job.call_id,
+            "report",
+            "succeeded",
+        )
+        await desk.close()
+
+    asyncio.run(scenario())
+
+
+def test_remote_failure_and_cancellation(sqlite_url: str, remote: RemoteHost) -> None:
+    """A remote job that fails fails the local one; a remote one cancelled cancels it; each
+    session is resumed once with that outcome."""
+
+    async def scenario() -> None:
+        desk = Desk(sqlite_url, remote)
+        failing = await desk.ask("s3", "Write a report on storms")
+        cancelled = await desk.ask("s4", "Write a report on droughts")
+        task_of = {
+            j.job_id: desk.remote.table.get(j.job_id)["task_id"]  # type: ignore[index]
+            for j in (failing, cancelled)
+        }
+        await remote.act(lambda app: app.fail(task_of[failing.job_id], "the archive is offline"))
+        await remote.act(lambda app: app.cancel(task_of[cancelled.job_id], "no longer needed"))
+        poller = desk.poller()
+        await until(state_is(desk.app, failing.job_id, JobState.FAILED), poller.poll_once)
+        await until(state_is(desk.app, cancelled.job_id, JobState.CANCELLED), poller.poll_once)
+        assert (await desk.app.get_job_async(failing.job_id)).result == {
+            "error": "the archive is offline"
+        }
+        assert await desk.deliverer.run_once() == 2
+        assert await desk.deliverer.run_once() == 0
+        [_, (call, name, failed)] = await desk.responses("s3")
+        assert (call, name, failed["status"]) == (failing.call_id, "report", "failed")
+        assert "the archive is offline" in str(failed)
+        [_, (call, name, gone)] = await desk.responses("s4")
+        assert (call, name, gone["status"]) == (cancelled.call_id, "report", "cancelled")
+        assert "no longer needed" in str(gone)
+        await desk.close()
+
+    asyncio.run(scenario())
+
+
+def test_local_answer_first(sqlite_url: str, remote: RemoteHost) -> None:
+    """A job answered locally before its task ended is delivered once with that answer and
+    its row goes; a job cancelled locally has its remote task cancelled."""
+
+    async def scenario() -> None:
+        desk = Desk(sqlite_url, remote)
+        answered = await desk.ask("s5", "Write a report on comets")
+        dropped = await desk.ask("s6", "Write a report on meteors")
+        task_of = {
+            j.job_id: desk.remote.table.get(j.job_id)["task_id"]  # type: ignore[index]
+            for j in (answered, dropped)
+        }
+        assert (await desk.app.complete_async(answered.job_id, "from a person")).changed
+        await desk.app.cancel_async(dropped.job_id, "the user changed their mind")
+        await remote.act(lambda app: app.complete(task_of[answered.job_id], "from the remote"))
+        poller = desk.poller()
+
+        async def rows_gone() -> bool:
+            return all(desk.remote.table.get(j) is None for j in task_of)
+
+        await until(rows_gone, poller.poll_once)
+        assert poller.stats.get("dropped") == 1 and poller.stats.get("cancelled_remote") == 1
+        assert (await desk.app.get_job_async(answered.job_id)).result == "from a person"
+        remote_cancelled = await remote.act(lambda app: app.get_job(task_of[dropped.job_id]))
+        assert remote_cancelled.state is JobState.CANCELLED
+        assert await desk.deliverer.run_once() == 2
+        assert await desk.deliverer.run_once() == 0
+        assert [r[2]["status"] for r in await desk.responses("s5")] == ["pending", "succeeded"]
+        await desk.close()
+
+    asyncio.run(scenario())
+
+
+def test_remote_server_down_for_a_while(sqlite_url: str, remote: RemoteHost) -> None:
+    """Polls of a server that is down back off (the row's failures and wait grow); once it
+    is back the task's result answers the job."""
+
+    async def scenario() -> None:
+        desk = Desk(sqlite_url, remote)
+        job = await desk.ask("s7", "Write a report on volcanoes")
+        remote.kill()
+        poller = desk.poller(base=0.1, cap=0.8)
+        waits = []
+        for _ in range(3):
+
+            async def failed_more(seen: int = len(waits)) -> bool:
+                row = desk.remote.table.get(job.job_id)
+                return row is not None and row["failures"] > seen
+
+            await until(failed_more, poller.poll_once)
+            row = desk.remote.table.get(job.job_id)
+            assert row is not None
+            waits.append(row["next_poll_at"] - row["updated_at"])
+        assert poller.stats["unreachable"] == 3 and "working" not in poller.stats
+        # Jittered ceilings of 0.1, 0.2 and 0.4 seconds: the third wait beats the first.
+        assert waits[2] > waits[0]
+        assert (await desk.app.get_job_async(job.job_id)).state is JobState.STARTED
+        task_id = row["task_id"]
+        await remote.act(lambda app: app.complete(task_id, "lava"))
+        remote.start()
+        await until(state_is(desk.app, job.job_id, JobState.SUCCEEDED), poller.poll_once)
+        assert (await desk.app.get_job_async(job.job_id)).result == {"result": "lava"}
+        assert await desk.deliverer.run_once() == 1
+        await desk.close()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.postgres
+def test_two_pollers_on_postgres_answer_each_job_once(pg_url: str, remote: RemoteHost) -> None:
+    """Two pollers (two Apps, as two processes would have) polling at once over one
+    PostgreSQL database claim disjoint rows: every job is completed by exactly one."""
+
+    async def scenario() -> None:
+        apps = [longcall.App(pg_url), longcall.App(pg_url)]
+        remotes = [RemoteTasks(app, [remote.server()]) for app in apps]
+        [tool] = await remotes[0].list_tools("reports")
+        jobs = []
+        for n in range(6):
+            ids = longcall.CallIds(
+                app_name="desk", user_id="u", session_id=f"p{n}", call_id=f"c{n}"
+            )
+            answer = await tool.invoke_async({"topic": f"t{n}"}, ids)
+            jobs.append(answer["jobId"])
+        tasks = [remotes[0].table.get(j)["task_id"] for j in jobs]  # type: ignore[index]
+        await remote.act(lambda app: [app.complete(t, t) for t in tasks])
+        pollers = [RemoteTaskPoller(r, base=0.05, cap=0.1, batch=3) for r in remotes]
+
+        async def all_done() -> bool:
+            states = [(await apps[0].get_job_async(j)).state for j in jobs]
+            return all(s is JobState.SUCCEEDED for s in states)
+
+        async def both() -> None:
+            await asyncio.gather(*(p.poll_once() for p in pollers))
+
+        await until(all_done, both)
+        completed = [p.stats.get("completed", 0) for p in pollers]
+        assert sum(completed) == 6 and all(p.stats.get("already_answered", 0) == 0 for p in pollers)
+        for job_id, task_id in zip(jobs, tasks, strict=True):
+            assert (await apps[0].get_job_async(job_id)).result == {"result": task_id}
+        for app in apps:
+            app.close()
+
+    asyncio.run(scenario())

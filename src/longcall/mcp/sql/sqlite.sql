@@ -43,5 +43,5 @@ WHERE job_id = :job_id;
 DELETE FROM lc_mcp_remote_tasks WHERE job_id = :job_id;
 
 -- name: mcpc_get
-SELECT job_id, server, task_id, next_poll_at, polls, failures, status_message
+SELECT job_id, server, task_id, next_poll_at, polls, failures, status_message, updated_at
 FROM lc_mcp_remote_tasks WHERE job_id = :job_id;
