@@ -448,3 +448,36 @@ def test_two_pollers_on_postgres_answer_each_job_once(pg_url: str, remote: Remot
             app.close()
 
     asyncio.run(scenario())
+
+
+def test_deadline_and_unknown_task(sqlite_url: str, remote: RemoteHost) -> None:
+    """A job past its deadline is expired by the sweeper and its remote task cancelled; a
+    task the remote server does not know fails its job instead of being polled forever."""
+
+    async def scenario() -> None:
+        app = longcall.App(sqlite_url)
+        remote_tasks = RemoteTasks(app, [remote.server()])
+        [tool] = await remote_tasks.list_tools("reports", deadline=0.2)
+        ids = longcall.CallIds(app_name="desk", user_id="u", session_id="d", call_id="c")
+        late = (await tool.invoke_async({"topic": "auroras"}, ids))["jobId"]
+        task_id = remote_tasks.table.get(late)["task_id"]  # type: ignore[index]
+        await asyncio.sleep(0.3)
+        assert [j.job_id for j in await asyncio.to_thread(app.sweeper().sweep)] == [late]
+        poller = RemoteTaskPoller(remote_tasks, base=0.05, cap=0.1)
+
+        async def remote_cancelled() -> bool:
+            job = await remote.act(lambda a: a.get_job(task_id))
+            return bool(job.state is JobState.CANCELLED)
+
+        await until(remote_cancelled, poller.poll_once)
+        assert remote_tasks.table.get(late) is None
+
+        other_call = longcall.CallIds(app_name="desk", user_id="u", session_id="d", call_id="c2")
+        lost, _ = await app.create_job_async("report", {"topic": "lost"}, ids=other_call)
+        remote_tasks.table.add(lost.job_id, "reports", "job-nobody-made", delay=0)
+        await until(state_is(app, lost.job_id, JobState.FAILED), poller.poll_once)
+        failed = await app.get_job_async(lost.job_id)
+        assert "job-nobody-made" in str(failed.result) and "not found" in str(failed.result)
+        app.close()
+
+    asyncio.run(scenario())

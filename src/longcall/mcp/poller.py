@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from mcp.client import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from longcall.core.backoff import exponential, exponential_ceiling
 from longcall.core.jobs import JobState
@@ -29,6 +31,8 @@ from longcall.mcp.remote_table import ClaimedTask
 log = logging.getLogger("longcall.mcp.poller")
 
 ENDED = ("completed", "failed", "cancelled")
+# A local job that ended so: its remote task is cancelled (nobody waits for it any more).
+GIVEN_UP = (JobState.CANCELLED, JobState.EXPIRED)
 
 
 def task_result(task: dict[str, Any]) -> Any:
@@ -115,15 +119,25 @@ class RemoteTaskPoller:
         try:
             async with self._session(server) as session:
                 for row in waiting:
-                    if await self._local_state(row) is JobState.CANCELLED:
-                        await self._cancel_remote(session, row)
-                        continue
-                    task = await get_task(session, row.task_id)
-                    await self._handle(row, task)
-        except Exception as exc:  # the server is down, slow or refused: try again later
+                    await self._poll_task(session, row)
+        except Exception as exc:  # the server is down or slow: try again later
             log.warning("remote MCP server %s could not be polled: %r", server, exc)
             for row in waiting:
                 await self._unreachable(row)
+
+    async def _poll_task(self, session: ClientSession, row: ClaimedTask) -> None:
+        if await self._local_state(row) in GIVEN_UP:
+            await self._cancel_remote(session, row)
+            return
+        try:
+            task = await get_task(session, row.task_id)
+        except MCPError as exc:
+            if exc.code != INVALID_PARAMS:
+                raise
+            # The server does not know the task (pruned, or another user's): it never ends.
+            await self._finish(row, {"status": "failed", "error": {"message": str(exc)}})
+            return
+        await self._handle(row, task)
 
     async def _local_state(self, row: ClaimedTask) -> JobState | None:
         try:
@@ -133,16 +147,20 @@ class RemoteTaskPoller:
 
     async def _still_waiting(self, row: ClaimedTask) -> bool:
         """Whether the local job still waits; its row goes if not (pruned, or answered by
-        someone else), except a cancelled job's, whose remote task is cancelled first."""
+        someone else), except a cancelled or expired job's, whose remote task is cancelled
+        first."""
         state = await self._local_state(row)
-        if state in (JobState.STARTED, JobState.CANCELLED):
+        if state is JobState.STARTED or state in GIVEN_UP:
             return True
         await asyncio.to_thread(self.remote.table.delete, row.job_id)
         self._count("dropped")
         return False
 
     async def _cancel_remote(self, session: ClientSession, row: ClaimedTask) -> None:
-        await cancel_task(session, row.task_id)
+        try:
+            await cancel_task(session, row.task_id)
+        except MCPError as exc:  # gone already: nothing left to stop
+            log.info("remote task %s of job %s not cancelled: %s", row.task_id, row.job_id, exc)
         await asyncio.to_thread(self.remote.table.delete, row.job_id)
         self._count("cancelled_remote")
 

@@ -55,7 +55,14 @@ class RemoteTaskTool(LongRunningTool):
     checked here only for the required names, the remote server validates them fully.
     """
 
-    def __init__(self, remote: RemoteTasks, server: RemoteServer, tool: mcp_types.Tool) -> None:
+    def __init__(
+        self,
+        remote: RemoteTasks,
+        server: RemoteServer,
+        tool: mcp_types.Tool,
+        *,
+        deadline: str | float | None = None,
+    ) -> None:
         async def remote_call(job: JobHandle) -> None:  # the signature only; never called
             raise AssertionError("RemoteTaskTool calls the remote server itself")
 
@@ -66,6 +73,7 @@ class RemoteTaskTool(LongRunningTool):
             remote_call,
             name=tool.name,
             description=tool.description or "",
+            deadline=deadline,
         )
         self.remote = remote
         self.server = server
@@ -140,8 +148,13 @@ class RemoteTasks:
                 f"no remote MCP server named {name!r} (known: {sorted(self.servers)})"
             ) from None
 
-    def tool(self, server: str, tool: mcp_types.Tool) -> RemoteTaskTool:
-        """The App's long-running tool for ``tool`` of ``server``, registered on first use."""
+    def tool(
+        self, server: str, tool: mcp_types.Tool, *, deadline: str | float | None = None
+    ) -> RemoteTaskTool:
+        """The App's long-running tool for ``tool`` of ``server``, registered on first use.
+
+        ``deadline`` (``"2h"``): the job expires without a result by then (the agent is told,
+        and the poller cancels the remote task)."""
         registered = self.app.tools.get(tool.name)
         if isinstance(registered, RemoteTaskTool) and registered.server.name == server:
             return registered
@@ -150,13 +163,15 @@ class RemoteTasks:
                 f"remote tool {tool.name!r} of {server!r}: a tool of that name is already "
                 "registered with the App"
             )
-        made = RemoteTaskTool(self, self.server(server), tool)
+        made = RemoteTaskTool(self, self.server(server), tool, deadline=deadline)
         self.app.tools[made.name] = made
         return made
 
-    async def list_tools(self, server: str) -> list[RemoteTaskTool]:
+    async def list_tools(
+        self, server: str, *, deadline: str | float | None = None
+    ) -> list[RemoteTaskTool]:
         """Every tool ``server`` lists, as the App's long-running tools."""
         remote = self.server(server)
         async with http_session(remote.url, remote.headers, http_timeout=remote.timeout) as session:
             listed = await session.list_tools()
-        return [self.tool(server, t) for t in listed.tools]
+        return [self.tool(server, t, deadline=deadline) for t in listed.tools]

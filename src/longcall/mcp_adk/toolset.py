@@ -44,7 +44,8 @@ class LongcallMcpToolset(BaseToolset):
     """The tools of ``remote``'s server ``server``, each call a durable longcall job.
 
     ``tool_filter`` is ADK's (names or a predicate). The server's headers (credentials) are
-    the :class:`~longcall.mcp.RemoteServer`'s, for listing and for calls alike.
+    the :class:`~longcall.mcp.RemoteServer`'s, for listing and for calls alike. ``deadline``
+    (``"2h"``) makes each job expire without a result by then.
     """
 
     def __init__(
@@ -53,10 +54,12 @@ class LongcallMcpToolset(BaseToolset):
         server: str,
         *,
         tool_filter: ToolPredicate | list[str] | None = None,
+        deadline: str | float | None = None,
     ) -> None:
         super().__init__(tool_filter=tool_filter)
         self.remote = remote
         self.server = remote.server(server)
+        self.deadline = deadline
         self.listing = McpToolset(
             connection_params=StreamableHTTPConnectionParams(
                 url=self.server.url,
@@ -71,7 +74,9 @@ class LongcallMcpToolset(BaseToolset):
         tools: list[BaseTool] = []
         for tool in listed:
             if isinstance(tool, McpTool):
-                job_tool = self.remote.tool(self.server.name, tool.raw_mcp_tool)
+                job_tool = self.remote.tool(
+                    self.server.name, tool.raw_mcp_tool, deadline=self.deadline
+                )
                 tools.append(RemoteAdkTool(tool, job_tool))
         return tools
 
