@@ -481,3 +481,49 @@ def test_deadline_and_unknown_task(sqlite_url: str, remote: RemoteHost) -> None:
         app.close()
 
     asyncio.run(scenario())
+
+
+def test_example_runs_as_its_readme_says(tmp_path: Path, remote: RemoteHost) -> None:
+    """examples/mcp_adk_client/agent.py against longcall's MCP server: the agent is told
+    the translation once the stand-in agency completed the remote job."""
+    folder = TESTS.parent / "examples" / "mcp_adk_client"
+    # The example's server is examples/mcp_tasks; its `translate` is served here by a server
+    # of that folder's app, on the remote host's database and port.
+    remote.kill()
+    env = {
+        **os.environ,
+        "LONGCALL_DATABASE_URL": remote.db,
+        "PYTHONPATH": str(TESTS.parent / "examples" / "mcp_tasks"),
+    }
+    with (tmp_path / "agency.log").open("wb") as log:
+        agency = subprocess.Popen(
+            [LONGCALL, "serve", "--app", "tools:app", "--port", str(remote.port)],
+            cwd=tmp_path,
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    try:
+        wait_until_healthy(remote.base)
+        desk_env = {
+            **os.environ,
+            "LONGCALL_TOKEN": remote.token,
+            "DESK_DATABASE_URL": f"sqlite:///{tmp_path / 'desk.db'}",
+        }
+        command = [sys.executable, str(folder / "agent.py"), remote.mcp_url]
+        done = subprocess.run(
+            [*command, "--stand-in-agency", remote.db],
+            cwd=tmp_path,
+            env=desk_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        agency.send_signal(signal.SIGKILL)
+        agency.wait(10)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("agent: I've started translate. sent 'minutes.pdf'")
+    assert "'result': {'translation': 'cofnodion.pdf'}" in lines[-2]
+    assert lines[-1] == "agent: translate has finished: translation cofnodion.pdf."
