@@ -527,3 +527,28 @@ def test_example_runs_as_its_readme_says(tmp_path: Path, remote: RemoteHost) -> 
     assert lines[0].startswith("agent: I've started translate. sent 'minutes.pdf'")
     assert "'result': {'translation': 'cofnodion.pdf'}" in lines[-2]
     assert lines[-1] == "agent: translate has finished: translation cofnodion.pdf."
+
+
+def test_resubmitted_dispatch_starts_no_second_task(sqlite_url: str, remote: RemoteHost) -> None:
+    """The dispatcher's re-run of a call (attempt 2) finds the remembered task and starts
+    none; only when the caller died before remembering it is the task started again."""
+
+    async def scenario() -> None:
+        app = longcall.App(sqlite_url)
+        remote_tasks = RemoteTasks(app, [remote.server()])
+        [tool] = await remote_tasks.list_tools("reports")
+        ids = longcall.CallIds(app_name="desk", user_id="u", session_id="r", call_id="c")
+        job = await app.get_job_async((await tool.invoke_async({"topic": "fog"}, ids))["jobId"])
+        first = remote_tasks.table.get(job.job_id)
+        assert first is not None
+        again = await tool.call_body_async(longcall.JobHandle.of(job, attempt=2), job.args)
+        assert again == f"report is running as task {first['task_id']} on reports"
+        assert len(await remote.act(lambda a: a.list_jobs())) == 1
+        remote_tasks.table.delete(job.job_id)  # as if the caller died before storing it
+        await tool.call_body_async(longcall.JobHandle.of(job, attempt=2), job.args)
+        second = remote_tasks.table.get(job.job_id)
+        assert second is not None and second["task_id"] != first["task_id"]
+        assert len(await remote.act(lambda a: a.list_jobs())) == 2
+        app.close()
+
+    asyncio.run(scenario())

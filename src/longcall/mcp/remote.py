@@ -101,11 +101,18 @@ class RemoteTaskTool(LongRunningTool):
         self, handle: JobHandle, args: Mapping[str, Any], context: Sequence[object] = ()
     ) -> Any:
         """Start the remote task and remember it; raising removes the local job again (the
-        model gets an error map), so a server that cannot be reached leaves nothing behind."""
-        server = self.server
+        model gets an error map), so a server that cannot be reached leaves nothing behind.
+
+        A worker's dispatcher runs this again (``attempt`` > 1) for a job whose caller died
+        before its dispatch was recorded: a task already remembered is not started twice.
+        """
+        table, server = self.remote.table, self.server
+        if handle.attempt > 1:
+            kept = await asyncio.to_thread(table.get, handle.id)
+            if kept is not None:
+                return f"{self.name} is running as task {kept['task_id']} on {kept['server']}"
         async with http_session(server.url, server.headers, http_timeout=server.timeout) as session:
             answer = await call_as_task(session, self.name, args)
-        table = self.remote.table
         if isinstance(answer, CreatedTask):
             first_poll = (answer.poll_interval_ms or 1000) / 1000
             await asyncio.to_thread(
