@@ -195,7 +195,16 @@ def test_adk_agent_resumed_once_with_the_remote_result(db_url: str, remote: Remo
         )
         poller = desk.poller()
         await until(lambda: _polled(poller), poller.poll_once)
-        assert (await desk.app.get_job_async(job.job_id)).state is JobState.STARTED
+        working = await desk.app.get_job_async(job.job_id)
+        assert (working.state, working.progress) == (JobState.STARTED, None)
+
+        # The remote job's progress becomes the local job's.
+        await remote.act(lambda app: app.progress(row["task_id"], "page 2 of 3"))
+
+        async def progressed() -> bool:
+            return (await desk.app.get_job_async(job.job_id)).progress == "page 2 of 3"
+
+        await until(progressed, poller.poll_once)
 
         done = await asyncio.to_thread(
             _complete_by_cli, remote.db, row["task_id"], '{"summary": "high at noon"}'

@@ -168,6 +168,11 @@ class RemoteTaskPoller:
         if task.get("status") in ENDED:
             await self._finish(row, task)
             return
+        message = task.get("statusMessage")
+        if isinstance(message, str) and message and message != row.status_message:
+            # The remote progress becomes the job's (dashboard, REST, SSE); the model is not
+            # woken for it.
+            await self.app.progress_async(row.job_id, message)
         polls = row.polls + 1
         hint = float(task.get("pollIntervalMs") or 0) / 1000
         wait = max(hint, exponential_ceiling(polls, base=self.base, cap=self.cap))

@@ -31,6 +31,7 @@ class ClaimedTask:
     polls: int
     failures: int
     answer: dict[str, Any] | None  # a result the server gave at once, without a task
+    status_message: str | None = None  # the task's status message when last polled
 
 
 def _queries(dialect: str) -> dict[str, str]:
@@ -87,6 +88,7 @@ class RemoteTaskTable:
                 int(r["polls"]),
                 int(r["failures"]),
                 None if r["answer"] is None else json.loads(r["answer"]),
+                r["status_message"],
             )
             for r in rows
         ]

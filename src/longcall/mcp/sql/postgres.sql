@@ -35,7 +35,7 @@ SET next_poll_at = lc_now(%(now)s) + %(lease)s, updated_at = lc_now(%(now)s)
 FROM (SELECT job_id FROM lc_mcp_remote_tasks WHERE next_poll_at <= lc_now(%(now)s)
       ORDER BY next_poll_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) due
 WHERE t.job_id = due.job_id
-RETURNING t.job_id, t.server, t.task_id, t.polls, t.failures, t.answer;
+RETURNING t.job_id, t.server, t.task_id, t.polls, t.failures, t.answer, t.status_message;
 
 -- name: mcpc_reschedule
 UPDATE lc_mcp_remote_tasks

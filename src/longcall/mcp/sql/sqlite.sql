@@ -31,7 +31,7 @@ ON CONFLICT (job_id) DO NOTHING;
 UPDATE lc_mcp_remote_tasks SET next_poll_at = :now + :lease, updated_at = :now
 WHERE job_id IN (SELECT job_id FROM lc_mcp_remote_tasks WHERE next_poll_at <= :now
                  ORDER BY next_poll_at LIMIT :limit)
-RETURNING job_id, server, task_id, polls, failures, answer;
+RETURNING job_id, server, task_id, polls, failures, answer, status_message;
 
 -- name: mcpc_reschedule
 UPDATE lc_mcp_remote_tasks
