@@ -108,25 +108,25 @@ class RemoteTaskPoller:
             yield session
 
     async def _poll_server(self, server: str, rows: list[ClaimedTask]) -> None:
-        waiting = []
+        waiting: list[tuple[ClaimedTask, JobState]] = []
         for row in rows:
             if row.answer is not None:
                 await self._finish(row, row.answer)
-            elif await self._still_waiting(row):
-                waiting.append(row)
+            elif (state := await self._still_waiting(row)) is not None:
+                waiting.append((row, state))
         if not waiting:
             return
         try:
             async with self._session(server) as session:
-                for row in waiting:
-                    await self._poll_task(session, row)
+                for row, state in waiting:
+                    await self._poll_task(session, row, state)
         except Exception as exc:  # the server is down or slow: try again later
             log.warning("remote MCP server %s could not be polled: %r", server, exc)
-            for row in waiting:
+            for row, _ in waiting:
                 await self._unreachable(row)
 
-    async def _poll_task(self, session: ClientSession, row: ClaimedTask) -> None:
-        if await self._local_state(row) in GIVEN_UP:
+    async def _poll_task(self, session: ClientSession, row: ClaimedTask, state: JobState) -> None:
+        if state in GIVEN_UP:
             await self._cancel_remote(session, row)
             return
         try:
@@ -145,16 +145,16 @@ class RemoteTaskPoller:
         except JobNotFound:
             return None
 
-    async def _still_waiting(self, row: ClaimedTask) -> bool:
-        """Whether the local job still waits; its row goes if not (pruned, or answered by
-        someone else), except a cancelled or expired job's, whose remote task is cancelled
-        first."""
+    async def _still_waiting(self, row: ClaimedTask) -> JobState | None:
+        """The local job's state if the remote task still matters to it: it waits, or it was
+        cancelled or expired (its remote task is cancelled next). Otherwise (pruned, or
+        answered by someone else) its row goes and None is returned."""
         state = await self._local_state(row)
         if state is JobState.STARTED or state in GIVEN_UP:
-            return True
+            return state
         await asyncio.to_thread(self.remote.table.delete, row.job_id)
         self._count("dropped")
-        return False
+        return None
 
     async def _cancel_remote(self, session: ClientSession, row: ClaimedTask) -> None:
         try:
