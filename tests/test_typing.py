@@ -99,6 +99,7 @@ def test_every_name_the_docs_spell_longcall_dot_is_exported() -> None:
         "langgraph",
         "openai_agents",
         "mcp",
+        "mcp_adk",
         "pydantic_ai",
         "errors",
         "logs",

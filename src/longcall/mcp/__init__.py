@@ -6,6 +6,8 @@ whose tools are the App's long-running tools and whose tasks are the App's jobs,
 task-augmented ``tools/call`` creates the job and answers with its task, ``tasks/get``
 reads the job row, ``tasks/cancel`` cancels the job. Nothing lives in the server's memory,
 so any server process on the same store answers for any task, before and after a restart.
+The client side (:class:`RemoteTasks`, :class:`RemoteTaskPoller`): a remote server's tool
+that answers with a task is a local job, answered when a poller sees the task end.
 See docs/mcp.md.
 """
 
@@ -18,7 +20,19 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "longcall.mcp needs the MCP SDK; install it with: pip install 'longcall[mcp]'"
     ) from exc
 
+from longcall.mcp.poller import RemoteTaskPoller
+from longcall.mcp.remote import RemoteServer, RemoteTasks, RemoteTaskTool
 from longcall.mcp.server import CALLER_SCOPE_KEY, Caller, mcp_server
 from longcall.mcp.tasks import TASKS_EXTENSION, task_of
 
-__all__ = ["CALLER_SCOPE_KEY", "TASKS_EXTENSION", "Caller", "mcp_server", "task_of"]
+__all__ = [
+    "CALLER_SCOPE_KEY",
+    "TASKS_EXTENSION",
+    "Caller",
+    "RemoteServer",
+    "RemoteTaskPoller",
+    "RemoteTaskTool",
+    "RemoteTasks",
+    "mcp_server",
+    "task_of",
+]
