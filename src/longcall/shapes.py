@@ -161,6 +161,10 @@ class Run(Shape):
     created_at: Time
     updated_at: Time
     finished_at: Time | None
+    wake_at: Annotated[
+        Time | None,
+        pydantic.Field(description="When a sleeping run (``ctx.sleep``) wakes; else null."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -181,6 +185,7 @@ class Run(Shape):
             created_at=iso(run.created_at),
             updated_at=iso(run.updated_at),
             finished_at=iso(run.finished_at),
+            wake_at=iso(run.wake_at),
         )
 
 

@@ -189,7 +189,9 @@ def runs_list(
             t.add_row(
                 run.run_id,
                 run.workflow_id,
-                run.status.value + (" (cancelling)" if run.cancel_requested else ""),
+                run.status.value
+                + (" (cancelling)" if run.cancel_requested else "")
+                + (f" until {local_time(run.wake_at)}" if run.wake_at is not None else ""),
                 f"{run.attempts}/{run.max_retries}",
                 run.user_id or "",
                 local_time(run.created_at),
@@ -224,7 +226,16 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
         def line(key: str, value: Any) -> None:
             console.print(f"[bold]{key:>14}[/bold]  {escape(str(value))}", highlight=False)
 
-        for key in ("runId", "workflowId", "status", "userId", "input", "result", "error"):
+        for key in (
+            "runId",
+            "workflowId",
+            "status",
+            "wakeAt",
+            "userId",
+            "input",
+            "result",
+            "error",
+        ):
             value = data[key]
             if value is not None:
                 line(key, value if isinstance(value, str) else json.dumps(value, default=str))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import datetime
 import hashlib
 import inspect
 import json
@@ -39,6 +40,7 @@ from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._spans import task_span
+from longcall.workflows._timers import sleep_seconds, wake_time
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")
@@ -58,6 +60,14 @@ class Suspend(BaseException):
     def __init__(self, key: str) -> None:
         super().__init__(f"the run waits for {key}")
         self.key = key
+
+
+class Sleep(BaseException):
+    """The run sleeps until ``wake_at`` (the database's clock): raised by ``ctx.sleep``."""
+
+    def __init__(self, wake_at: float) -> None:
+        super().__init__(f"the run sleeps until {wake_at}")
+        self.wake_at = wake_at
 
 
 class Cancelled(BaseException):
@@ -233,6 +243,45 @@ class TaskContext:
         exe.asked.append((key, prompt, json_schema, None))
         raise Suspend(key)
 
+    def sleep(self, duration: float | str) -> Any:
+        """Sleep ``duration`` (seconds, or ``"90s"``, ``"3d"``) on the database's clock.
+
+        The run ends its execution now, holding no thread, connection or process, and any
+        worker resumes it once the time has come; its wake-up time is recorded first, so a
+        replay sleeps only what is left of it. In an async workflow, ``await`` the result.
+        """
+        return self._timer("sleep", sleep_seconds(duration), None)
+
+    def wait_until(self, when: datetime.datetime) -> Any:
+        """Sleep until ``when`` (a timezone-aware datetime); like :meth:`sleep`."""
+        return self._timer("wait_until", None, wake_time(when))
+
+    async def sleep_async(self, duration: float | str) -> None:
+        """:meth:`sleep` for async workflows (``await ctx.sleep(...)`` does the same)."""
+        await self._timer_async("sleep", sleep_seconds(duration), None)
+
+    def _timer(self, kind: str, seconds: float | None, until: float | None) -> Any:
+        if _frame.get() is not None:
+            raise WorkflowError(
+                f"ctx.{kind} belongs in the workflow body: a task that slept would run again "
+                "from its start when it woke"
+            )
+        exe = self._exe
+        if exe.is_async:
+            return self._timer_async(kind, seconds, until)
+        exe.check_in()
+        wake_at = exe.timer(kind, seconds, until)
+        if wake_at is not None:
+            raise Sleep(wake_at)
+        return None
+
+    async def _timer_async(self, kind: str, seconds: float | None, until: float | None) -> None:
+        exe = self._exe
+        exe.check_in()
+        wake_at = await exe.runtime.in_thread(exe.timer, kind, seconds, until)
+        if wake_at is not None:
+            raise Sleep(wake_at)
+
     @property
     def state(self) -> dict[str, Any]:
         """The persisted fields' current values (a copy)."""
@@ -271,6 +320,7 @@ class Execution:
         self.asked: list[tuple[str, str, dict[str, Any] | None, Any]] = []
         self.consumed: list[str] = []
         self.cancel_seen = run.cancel_requested
+        self.wake_at: float | None = None  # set when the run goes to sleep
         self.lost = False
         self.divergence: NonDeterminismError | None = None
         self._settled: dict[int, tuple[list[tuple[str, Any]], bool]] = {}
@@ -315,6 +365,28 @@ class Execution:
     def take_position(self) -> int:
         self.position += 1
         return self.position
+
+    def timer(self, kind: str, seconds: float | None, until: float | None) -> float | None:
+        """Take the body's next position for a timer: its wake-up time if that is still to
+        come (the run must sleep), None once it has passed.
+
+        The first time, the wake-up time (the database's clock) is recorded as the
+        position's checkpoint before the run sleeps. A replay takes the recorded one, not the
+        call's arguments (a deadline computed from the time of day would move every replay),
+        and compares it with the time the run was claimed, which is on the same clock.
+        """
+        position = self.take_position()
+        name = f"longcall.{kind}"
+        digest = args_hash({})
+        step = self.replay(position, name, digest)
+        if step is not None:
+            wake_at = float(step.result["wake_at"])
+            return wake_at if wake_at > self.run.updated_at else None
+        now = self.runtime.store.database_now()
+        wake_at = until if until is not None else now + (seconds or 0.0)
+        started = time.time()
+        self.record(position, name, digest, True, {"wake_at": wake_at}, _Frame(position), started)
+        return wake_at if wake_at > now else None
 
     def replay(self, position: int, name: str, digest: str) -> Step | None:
         """The checkpoint at ``position`` if there is one (checked against this call)."""

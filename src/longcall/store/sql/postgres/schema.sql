@@ -162,7 +162,8 @@ CREATE TABLE lc_runs (
     executions       INTEGER NOT NULL DEFAULT 0,
     created_at       DOUBLE PRECISION NOT NULL,
     updated_at       DOUBLE PRECISION NOT NULL,
-    finished_at      DOUBLE PRECISION
+    finished_at      DOUBLE PRECISION,
+    wake_at          DOUBLE PRECISION  -- schema 17: asleep in ctx.sleep until then
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';

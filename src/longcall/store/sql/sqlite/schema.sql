@@ -155,7 +155,8 @@ CREATE TABLE lc_runs (
     executions       INTEGER NOT NULL DEFAULT 0,
     created_at       REAL NOT NULL,
     updated_at       REAL NOT NULL,
-    finished_at      REAL
+    finished_at      REAL,
+    wake_at          REAL  -- schema 17: asleep in ctx.sleep until then
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
