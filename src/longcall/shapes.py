@@ -165,6 +165,10 @@ class Run(Shape):
         Time | None,
         pydantic.Field(description="When a sleeping run (``ctx.sleep``) wakes; else null."),
     ] = None
+    recv_topic: Annotated[
+        str | None,
+        pydantic.Field(description="The topic a run waiting in ``ctx.recv`` waits for."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -186,6 +190,7 @@ class Run(Shape):
             updated_at=iso(run.updated_at),
             finished_at=iso(run.finished_at),
             wake_at=iso(run.wake_at),
+            recv_topic=run.recv_topic,
         )
 
 

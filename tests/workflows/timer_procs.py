@@ -1,4 +1,6 @@
-"""A worker process for the timer tests: it executes ``napper`` runs until it is killed.
+"""A worker process for the timer and message tests: it executes ``napper`` and ``relay``
+runs until it is killed. ``relay`` publishes ``stage``, waits for a message on ``in``, and
+publishes it back as ``out`` with its pid.
 
 Run by path: ``python tests/workflows/timer_procs.py --url URL --effects FILE``. ``napper``
 logs ``before <pid> <time>``, sleeps ``seconds`` (its input) with ``ctx.sleep``, then logs
@@ -36,6 +38,13 @@ def build_app(url: str, effects: Path) -> App:
         log("before")
         ctx.sleep(seconds)
         return log("after")
+
+    @app.workflow
+    def relay(ctx: TaskContext) -> str:
+        ctx.set_event("stage", "waiting")
+        message = ctx.recv("in")
+        ctx.set_event("out", {"echo": message, "pid": os.getpid()})
+        return "relayed"
 
     return app
 

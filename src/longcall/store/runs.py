@@ -20,7 +20,8 @@ def run_from_row(row: Row) -> Run:
         run_id=row["run_id"],
         workflow_id=row["workflow_id"],
         status=RunStatus.SLEEPING
-        if row["status"] == "queued" and row["wake_at"] is not None
+        if row["status"] == "queued"
+        and (row["wake_at"] is not None or row["recv_topic"] is not None)
         else RunStatus(row["status"]),
         input=loads(row["input"]),
         result=loads(row["result"]),
@@ -43,6 +44,7 @@ def run_from_row(row: Row) -> Run:
         updated_at=row["updated_at"],
         finished_at=row["finished_at"],
         wake_at=row["wake_at"],
+        recv_topic=row["recv_topic"],
     )
 
 
@@ -142,7 +144,7 @@ class Checkpoint:
 # claim_runs's parameters for writing no checkpoint, and for ending nothing.
 _NO_STEP = dict.fromkeys(Checkpoint(0, "", "", None, [], 0, 0.0, 0.0).params())
 _NO_END = dict.fromkeys(
-    ("end_run_id", "end_holder", "status", "result", "error", "state", "wake_at")
+    ("end_run_id", "end_holder", "status", "result", "error", "state", "wake_at", "recv_topic")
 )
 _NO_END |= _NO_STEP
 
@@ -385,6 +387,7 @@ class RunOps(StoreCore):
         then_claim: NextClaim | None = None,
         step: Checkpoint | None = None,
         wake_at: float | None = None,
+        recv_topic: str | None = None,
     ) -> Run | None:
         """Record where the run stands (``QUEUED`` with ``wake_at``: asleep until then), with
         the interrupts it asked (key, prompt, schema, error) and the answers it consumed, and
@@ -403,6 +406,7 @@ class RunOps(StoreCore):
             "error": None if error is None else dumps(error),
             "state": dumps(state),
             "wake_at": wake_at,
+            "recv_topic": recv_topic,
             "now": now,
             **_NO_STEP,
         }

@@ -22,6 +22,20 @@ def sleep_seconds(duration: float | str) -> float:
     return seconds
 
 
+MAX_NAME = 200  # characters in a topic or an event key
+
+
+def checked_name(kind: str, name: str) -> str:
+    """A message topic or an event key: a non-empty string of printable characters."""
+    if not isinstance(name, str) or not name.strip():
+        raise WorkflowError(f"a {kind} is a non-empty string, not {name!r}")
+    if len(name) > MAX_NAME or not name.isprintable():
+        raise WorkflowError(
+            f"a {kind} is at most {MAX_NAME} printable characters: {name[:40]!r} is not"
+        )
+    return name
+
+
 def wake_time(when: datetime.datetime) -> float:
     """``when`` as a timestamp; a naive datetime is refused (whose clock would it be on?)."""
     if not isinstance(when, datetime.datetime):

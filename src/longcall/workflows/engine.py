@@ -40,7 +40,7 @@ from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._spans import task_span
-from longcall.workflows._timers import sleep_seconds, wake_time
+from longcall.workflows._timers import checked_name, sleep_seconds, wake_time
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")
@@ -63,11 +63,14 @@ class Suspend(BaseException):
 
 
 class Sleep(BaseException):
-    """The run sleeps until ``wake_at`` (the database's clock): raised by ``ctx.sleep``."""
+    """The run sleeps until ``wake_at`` (the database's clock), or, with ``topic``, until a
+    message of that topic comes (``wake_at`` None: however long): raised by ``ctx.sleep`` and
+    ``ctx.recv``."""
 
-    def __init__(self, wake_at: float) -> None:
-        super().__init__(f"the run sleeps until {wake_at}")
+    def __init__(self, wake_at: float | None, topic: str | None = None) -> None:
+        super().__init__(f"the run sleeps until {wake_at} (or a message of {topic!r})")
         self.wake_at = wake_at
+        self.topic = topic
 
 
 class Cancelled(BaseException):
@@ -260,26 +263,63 @@ class TaskContext:
         """:meth:`sleep` for async workflows (``await ctx.sleep(...)`` does the same)."""
         await self._timer_async("sleep", sleep_seconds(duration), None)
 
+    def recv(self, topic: str, *, timeout: float | str | None = None) -> Any:
+        """The next message sent to this run on ``topic`` (``app.send``), in the order sent,
+        each received once; None if ``timeout`` (seconds, or ``"10m"``) passes first.
+
+        With no message yet, the run sleeps like :meth:`sleep` until one comes or the
+        timeout passes, whichever is first. What a recv got (or that it timed out) is its
+        checkpoint: a replay gets the same. In an async workflow, ``await`` the result.
+        """
+        in_body("recv")
+        topic = checked_name("topic", topic)
+        seconds = None if timeout is None else sleep_seconds(timeout)
+        exe = self._exe
+        if exe.is_async:
+            return self._recv_async(topic, seconds)
+        exe.check_in()
+        got, message, wake_at = exe.receive(topic, seconds)
+        if not got:
+            raise Sleep(wake_at, topic)
+        return message
+
+    async def _recv_async(self, topic: str, seconds: float | None) -> Any:
+        exe = self._exe
+        exe.check_in()
+        got, message, wake_at = await exe.runtime.in_thread(exe.receive, topic, seconds)
+        if not got:
+            raise Sleep(wake_at, topic)
+        return message
+
+    def set_event(self, key: str, value: Any) -> Any:
+        """Publish ``value`` under ``key`` for ``app.get_event(run_id, key)`` in any process;
+        the latest value set wins. Once per call: a replay does not set it again. In an async
+        workflow, ``await`` the result."""
+        in_body("set_event")
+        key = checked_name("key", key)
+        data = to_jsonable_python(value)
+        exe = self._exe
+        if exe.is_async:
+            return exe.runtime.in_thread(exe.publish, key, data)
+        exe.publish(key, data)
+        return None
+
     def _timer(self, kind: str, seconds: float | None, until: float | None) -> Any:
-        if _frame.get() is not None:
-            raise WorkflowError(
-                f"ctx.{kind} belongs in the workflow body: a task that slept would run again "
-                "from its start when it woke"
-            )
+        in_body(kind)
         exe = self._exe
         if exe.is_async:
             return self._timer_async(kind, seconds, until)
         exe.check_in()
-        wake_at = exe.timer(kind, seconds, until)
-        if wake_at is not None:
+        wake_at, due = exe.wake_time(kind, seconds, until)
+        if not due:
             raise Sleep(wake_at)
         return None
 
     async def _timer_async(self, kind: str, seconds: float | None, until: float | None) -> None:
         exe = self._exe
         exe.check_in()
-        wake_at = await exe.runtime.in_thread(exe.timer, kind, seconds, until)
-        if wake_at is not None:
+        wake_at, due = await exe.runtime.in_thread(exe.wake_time, kind, seconds, until)
+        if not due:
             raise Sleep(wake_at)
 
     @property
@@ -321,6 +361,7 @@ class Execution:
         self.consumed: list[str] = []
         self.cancel_seen = run.cancel_requested
         self.wake_at: float | None = None  # set when the run goes to sleep
+        self.recv_topic: str | None = None  # and this, when it waits for a message
         self.lost = False
         self.divergence: NonDeterminismError | None = None
         self._settled: dict[int, tuple[list[tuple[str, Any]], bool]] = {}
@@ -366,9 +407,11 @@ class Execution:
         self.position += 1
         return self.position
 
-    def timer(self, kind: str, seconds: float | None, until: float | None) -> float | None:
-        """Take the body's next position for a timer: its wake-up time if that is still to
-        come (the run must sleep), None once it has passed.
+    def wake_time(
+        self, kind: str, seconds: float | None, until: float | None
+    ) -> tuple[float, bool]:
+        """Take the body's next position for a timer: its wake-up time, and whether that has
+        come (False: the run must sleep).
 
         The first time, the wake-up time (the database's clock) is recorded as the
         position's checkpoint before the run sleeps. A replay takes the recorded one, not the
@@ -381,12 +424,46 @@ class Execution:
         step = self.replay(position, name, digest)
         if step is not None:
             wake_at = float(step.result["wake_at"])
-            return wake_at if wake_at > self.run.updated_at else None
+            return wake_at, wake_at <= self.run.updated_at
         now = self.runtime.store.database_now()
         wake_at = until if until is not None else now + (seconds or 0.0)
         started = time.time()
         self.record(position, name, digest, True, {"wake_at": wake_at}, _Frame(position), started)
-        return wake_at if wake_at > now else None
+        return wake_at, wake_at <= now
+
+    def receive(self, topic: str, seconds: float | None) -> tuple[bool, Any, float | None]:
+        """A recv's next positions (its timeout's, then its own): (True, the message or None
+        for a timeout), or (False, None, when the timeout is due) when the run must wait."""
+        deadline, due = (
+            self.wake_time("recv_timeout", seconds, None) if seconds is not None else (None, False)
+        )
+        position = self.take_position()
+        name, digest = "longcall.recv", args_hash({"topic": topic})
+        step = self.replay(position, name, digest)
+        if step is not None:
+            return True, step.result["message"], None
+        self.write_held_back()  # the store writes this one itself, after any held back
+        started = time.time()
+        taking = Checkpoint(position, name, digest, None, [], 1, started, started)
+        got, message = self.runtime.store.take_message(self.run.run_id, self.holder, topic, taking)
+        if got:
+            self.settle(position, [], replayed=False)
+            return True, message, None
+        if due:
+            timed_out = {"message": None, "timed_out": True}
+            self.record(position, name, digest, True, timed_out, _Frame(position), started)
+            return True, None, None
+        return False, None, deadline
+
+    def publish(self, key: str, value: Any) -> None:
+        """``ctx.set_event`` at the body's next position, unless a replay finds it done."""
+        position = self.take_position()
+        name, digest = "longcall.set_event", args_hash({"key": key})
+        if self.replay(position, name, digest) is not None:
+            return
+        started = time.time()
+        self.runtime.store.set_run_value(self.run.run_id, key, value)
+        self.record(position, name, digest, True, None, _Frame(position), started)
 
     def replay(self, position: int, name: str, digest: str) -> Step | None:
         """The checkpoint at ``position`` if there is one (checked against this call)."""
@@ -637,6 +714,15 @@ def _resolve(func: Callable[..., Any], name: str) -> Any:
     except Exception:  # an annotation naming something not importable here
         return Any
     return hints.get(name, Any)
+
+
+def in_body(what: str) -> None:
+    """Refuse ``ctx.<what>`` inside a task: it would run again from the task's start."""
+    if _frame.get() is not None:
+        raise WorkflowError(
+            f"ctx.{what} belongs in the workflow body: a task that waited would run again "
+            "from its start when it woke"
+        )
 
 
 def run_body(

@@ -372,7 +372,7 @@ class Workflows:
         if isinstance(exc, Suspend):
             return RunStatus.WAITING_INPUT, None, None
         if isinstance(exc, Sleep):
-            exe.wake_at = exc.wake_at
+            exe.wake_at, exe.recv_topic = exc.wake_at, exc.topic
             return RunStatus.SLEEPING, None, None
         if isinstance(exc, Cancelled):
             return RunStatus.CANCELLED, None, CANCELLED
@@ -406,6 +406,7 @@ class Workflows:
             then_claim=then_claim,
             step=step,
             wake_at=exe.wake_at,
+            recv_topic=exe.recv_topic,
         )
 
     def end(
@@ -421,6 +422,7 @@ class Workflows:
         then_claim: NextClaim | None = None,
         step: Checkpoint | None = None,
         wake_at: float | None = None,
+        recv_topic: str | None = None,
     ) -> Run:
         """Record how an execution ended, with its last checkpoint (``step``) if it held it
         back; a failed attempt with retries left goes back to the queue instead (resuming
@@ -459,9 +461,12 @@ class Workflows:
             then_claim=then_claim,
             step=step,
             wake_at=wake_at if asleep else None,
+            recv_topic=recv_topic if asleep else None,
         )
         if ended is not None:
             self.runtime.observers.tell(RunEnded(run.workflow_id, status.value))
+            if asleep and recv_topic is not None:  # a message sent while it was suspending
+                store.wake_for_message(run.run_id, recv_topic)
             if asleep and wake_at is not None:
                 for listener in self.sleep_listeners:  # a worker here wakes it on time
                     listener(wake_at)

@@ -30,7 +30,8 @@ SELECT * FROM lc_runs WHERE idempotency_key = %(key)s;
 -- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
 UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                    lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                   executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL
+                   executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL,
+                       recv_topic = NULL
 WHERE run_id = %(run_id)s AND NOT cancel_requested
   AND (status IN ('queued', 'waiting_input')
        OR (status = 'running'
@@ -128,8 +129,11 @@ WITH ended AS (
                        updated_at = lc_now(%(now)s),
                        finished_at = CASE WHEN %(status)s IN ('waiting_input', 'queued')
                                           THEN NULL ELSE lc_now(%(now)s) END,
-                       wake_at = %(wake_at)s::float8,
-                       available_at = COALESCE(%(wake_at)s::float8, available_at)
+                       wake_at = %(wake_at)s::float8, recv_topic = %(recv_topic)s::text,
+                       -- a recv without a timeout waits for a send to wake it, however long
+                       available_at = CASE
+                           WHEN %(recv_topic)s::text IS NOT NULL AND %(wake_at)s::float8 IS NULL
+                           THEN 1e300 ELSE COALESCE(%(wake_at)s::float8, available_at) END
     WHERE run_id = %(end_run_id)s AND holder = %(end_holder)s AND status = 'running'
     RETURNING *),
 checkpoint AS (
@@ -165,7 +169,8 @@ picked AS (
 claimed AS (
     UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                        lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                       executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL
+                       executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL,
+                       recv_topic = NULL
     FROM picked WHERE lc_runs.run_id = picked.run_id
     RETURNING lc_runs.*)
 SELECT 'ended' AS kind, * FROM ended

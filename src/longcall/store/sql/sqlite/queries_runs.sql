@@ -22,7 +22,7 @@ SELECT * FROM lc_runs WHERE idempotency_key = :key;
 -- name: take_run
 -- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
-                   executions = executions + 1, updated_at = :now, wake_at = NULL
+                   executions = executions + 1, updated_at = :now, wake_at = NULL, recv_topic = NULL
 WHERE run_id = :run_id AND cancel_requested = 0
   AND (status IN ('queued', 'waiting_input')
        OR (status = 'running' AND (lease_expires_at <= :now OR holder = :holder)))
@@ -105,12 +105,15 @@ UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :
                    holder = NULL, lease_expires_at = NULL, updated_at = :now,
                    finished_at = CASE WHEN :status IN ('waiting_input', 'queued') THEN NULL
                                       ELSE :now END,
-                   wake_at = :wake_at, available_at = COALESCE(:wake_at, available_at)
+                   wake_at = :wake_at, recv_topic = :recv_topic,
+                   -- a recv without a timeout waits for a send to wake it, however long
+                   available_at = CASE WHEN :recv_topic IS NOT NULL AND :wake_at IS NULL
+                                       THEN 1e300 ELSE COALESCE(:wake_at, available_at) END
 WHERE run_id = :end_run_id AND holder = :end_holder AND status = 'running'
 RETURNING 'ended' AS kind, *;
 
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
-                   executions = executions + 1, updated_at = :now, wake_at = NULL
+                   executions = executions + 1, updated_at = :now, wake_at = NULL, recv_topic = NULL
 WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
     SELECT run_id FROM (
         SELECT * FROM (

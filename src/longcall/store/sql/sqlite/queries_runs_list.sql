@@ -6,7 +6,8 @@
 SELECT * FROM lc_runs
 -- A sleeping run is stored as queued with a wake_at: it lists as 'sleeping', not 'queued'.
 WHERE (:status IS NULL
-       OR (CASE WHEN status = 'queued' AND wake_at IS NOT NULL THEN 'sleeping' ELSE status END)
+       OR (CASE WHEN status = 'queued' AND (wake_at IS NOT NULL OR recv_topic IS NOT NULL)
+                 THEN 'sleeping' ELSE status END)
           = :status)
   AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
   AND (:user_id IS NULL OR user_id = :user_id)
@@ -22,7 +23,8 @@ SELECT * FROM lc_runs WHERE job_id = :job_id ORDER BY created_at, run_id;
 -- name: run_backlog
 -- Runs not finished, by status, and when the oldest queued one became claimable. Sleeping
 -- runs (queued with a wake_at) are counted apart: they are no work to do until they wake.
-SELECT CASE WHEN status = 'queued' AND wake_at IS NOT NULL THEN 'sleeping' ELSE status END
+SELECT CASE WHEN status = 'queued' AND (wake_at IS NOT NULL OR recv_topic IS NOT NULL)
+                 THEN 'sleeping' ELSE status END
            AS status,
        COUNT(*) AS n, MIN(available_at) AS oldest FROM lc_runs
 WHERE status IN ('queued', 'running', 'waiting_input')
