@@ -31,6 +31,7 @@ from longcall.cli._support import (
     open_app,
     output_option,
 )
+from longcall.cli.run_messages import runs_send
 from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
@@ -419,3 +420,6 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
         return answer_problems(interrupts, values)
     except ImportError:  # no jsonschema (server extra): the run checks its answers itself
         return []
+
+
+runs.add_command(runs_send)
