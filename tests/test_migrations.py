@@ -187,6 +187,8 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_run_steps",
         "lc_run_interrupts",
         "lc_run_events",
+        "lc_run_messages",
+        "lc_run_values",
         "lc_cron",
         "lc_cron_fires",
         "lc_workers",

@@ -43,9 +43,10 @@ from longcall.monitor import Monitor
 from longcall.retention import Pruner
 from longcall.runtime import Runtime
 from longcall.store import Store, open_store
+from longcall.store._run_messages import SentMessage
 from longcall.store.base import Ingested, NewJob
 from longcall.worker import Worker
-from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow
+from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow, messages
 from longcall.workflows.run_worker import RunWorker
 from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
 from longcall.workflows.state import Reducer, StateSchemaValidator
@@ -728,6 +729,31 @@ class App:
     def cancel_run(self, run_id: str) -> Run:
         """Cancel a run: at once if queued or waiting, at its next task call if running."""
         return self.request_run_cancel(run_id) or self.store.get_run(run_id)
+
+    def send(
+        self, run_id: str, topic: str, message: Any, *, idempotency_key: str | None = None
+    ) -> SentMessage:
+        """Send ``message`` (JSON data) to the run's ``ctx.recv(topic)``: kept until the run
+        receives it, exactly once per ``idempotency_key``, in order per topic; a run waiting
+        for it wakes. RunNotFound, RunStateError (the run has finished) or InvalidValue (a bad
+        topic, key or message), and nothing is stored."""
+        return messages.send(self.runtime, run_id, topic, message, idempotency_key=idempotency_key)
+
+    async def send_async(
+        self, run_id: str, topic: str, message: Any, *, idempotency_key: str | None = None
+    ) -> SentMessage:
+        return await self.in_thread(
+            self.send, run_id, topic, message, idempotency_key=idempotency_key
+        )
+
+    def get_event(self, run_id: str, key: str, *, wait: float | str = 0) -> Any:
+        """The latest value the run published with ``ctx.set_event(key, ...)``, waiting up to
+        ``wait`` (seconds, or ``"30s"``) for a first one; None if there is none by then."""
+        self.refuse_in_loop("get_event")
+        return messages.get_event(self.runtime, run_id, key, wait=wait)
+
+    async def get_event_async(self, run_id: str, key: str, *, wait: float | str = 0) -> Any:
+        return await self.in_thread(messages.get_event, self.runtime, run_id, key, wait=wait)
 
     def request_run_cancel(self, run_id: str) -> Run | None:
         """:meth:`cancel_run`, returning the run only when this call changed it (None: it

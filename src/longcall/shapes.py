@@ -161,6 +161,14 @@ class Run(Shape):
     created_at: Time
     updated_at: Time
     finished_at: Time | None
+    wake_at: Annotated[
+        Time | None,
+        pydantic.Field(description="When a sleeping run (``ctx.sleep``) wakes; else null."),
+    ] = None
+    recv_topic: Annotated[
+        str | None,
+        pydantic.Field(description="The topic a run waiting in ``ctx.recv`` waits for."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -181,6 +189,8 @@ class Run(Shape):
             created_at=iso(run.created_at),
             updated_at=iso(run.updated_at),
             finished_at=iso(run.finished_at),
+            wake_at=iso(run.wake_at),
+            recv_topic=run.recv_topic,
         )
 
 

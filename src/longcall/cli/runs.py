@@ -31,6 +31,7 @@ from longcall.cli._support import (
     open_app,
     output_option,
 )
+from longcall.cli.run_messages import runs_send
 from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
@@ -189,7 +190,9 @@ def runs_list(
             t.add_row(
                 run.run_id,
                 run.workflow_id,
-                run.status.value + (" (cancelling)" if run.cancel_requested else ""),
+                run.status.value
+                + (" (cancelling)" if run.cancel_requested else "")
+                + (f" until {local_time(run.wake_at)}" if run.wake_at is not None else ""),
                 f"{run.attempts}/{run.max_retries}",
                 run.user_id or "",
                 local_time(run.created_at),
@@ -224,7 +227,16 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
         def line(key: str, value: Any) -> None:
             console.print(f"[bold]{key:>14}[/bold]  {escape(str(value))}", highlight=False)
 
-        for key in ("runId", "workflowId", "status", "userId", "input", "result", "error"):
+        for key in (
+            "runId",
+            "workflowId",
+            "status",
+            "wakeAt",
+            "userId",
+            "input",
+            "result",
+            "error",
+        ):
             value = data[key]
             if value is not None:
                 line(key, value if isinstance(value, str) else json.dumps(value, default=str))
@@ -408,3 +420,6 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
         return answer_problems(interrupts, values)
     except ImportError:  # no jsonschema (server extra): the run checks its answers itself
         return []
+
+
+runs.add_command(runs_send)

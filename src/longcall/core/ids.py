@@ -114,6 +114,8 @@ RULES: dict[str, IdRule] = {
     "source": IdRule("source", 100),
     "webhook_id": IdRule("webhook-id", 256),
     "idempotency_key": IdRule("Idempotency-Key", 255),
+    "topic": IdRule("topic", 200),  # of a message to a run (app.send, ctx.recv)
+    "event_key": IdRule("key", 200),  # of a value a run publishes (ctx.set_event)
     # A page cursor is base64url of a JSON [time, id]; an id of 529 characters, each escaped
     # as a 12-character surrogate pair, stays under this.
     "cursor": IdRule("cursor", 9000, min_length=0, pattern=r"[A-Za-z0-9_=-]*"),
@@ -139,6 +141,7 @@ STORE_MAX_BYTES: Mapping[str, int] = {
     "source": 400,
     "delivery_id": 1200,
     "key": 1200,
+    "topic": 1200,
     "idempotency_key": 2600,
     "concurrency_key": 1200,
     "worker_id": 1200,

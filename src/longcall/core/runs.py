@@ -14,6 +14,9 @@ class RunStatus(enum.StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
     WAITING_INPUT = "waiting_input"
+    # Asleep in ``ctx.sleep`` until ``Run.wake_at``: stored as queued with that wake time,
+    # so any worker claims it when it is due.
+    SLEEPING = "sleeping"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -50,6 +53,8 @@ class Run:
     created_at: float
     updated_at: float
     finished_at: float | None
+    wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
+    recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.
@@ -97,7 +102,8 @@ class RunEvent:
 @dataclass(frozen=True, slots=True)
 class RunBacklog:
     """The runs not finished: how many of each open status (``queued``, ``running``,
-    ``waiting_input``), and when the oldest queued one became claimable (None: none queued)."""
+    ``waiting_input``, ``sleeping``), and when the oldest queued one became claimable (None:
+    none queued)."""
 
     counts: dict[str, int]
     oldest_queued_at: float | None

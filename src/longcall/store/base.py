@@ -38,6 +38,7 @@ from longcall.store._hooks import HookOps
 from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
 from longcall.store._retention import RetentionOps
+from longcall.store._run_messages import RunMessageOps
 from longcall.store._sessions import SessionOps
 from longcall.store._tokens import TokenOps
 from longcall.store._workers import WorkerOps
@@ -127,7 +128,16 @@ class OutboxItem:
 
 
 class Store(
-    ListingOps, RetentionOps, SessionOps, HookOps, TokenOps, LoginOps, RunOps, CronOps, WorkerOps
+    ListingOps,
+    RetentionOps,
+    SessionOps,
+    HookOps,
+    TokenOps,
+    LoginOps,
+    RunOps,
+    RunMessageOps,
+    CronOps,
+    WorkerOps,
 ):
     """The job table and its companions, on one database."""
 

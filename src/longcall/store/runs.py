@@ -19,7 +19,10 @@ def run_from_row(row: Row) -> Run:
     return Run(
         run_id=row["run_id"],
         workflow_id=row["workflow_id"],
-        status=RunStatus(row["status"]),
+        status=RunStatus.SLEEPING
+        if row["status"] == "queued"
+        and (row["wake_at"] is not None or row["recv_topic"] is not None)
+        else RunStatus(row["status"]),
         input=loads(row["input"]),
         result=loads(row["result"]),
         error=loads(row["error"]),
@@ -40,6 +43,8 @@ def run_from_row(row: Row) -> Run:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
         finished_at=row["finished_at"],
+        wake_at=row["wake_at"],
+        recv_topic=row["recv_topic"],
     )
 
 
@@ -138,7 +143,9 @@ class Checkpoint:
 
 # claim_runs's parameters for writing no checkpoint, and for ending nothing.
 _NO_STEP = dict.fromkeys(Checkpoint(0, "", "", None, [], 0, 0.0, 0.0).params())
-_NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
+_NO_END = dict.fromkeys(
+    ("end_run_id", "end_holder", "status", "result", "error", "state", "wake_at", "recv_topic")
+)
 _NO_END |= _NO_STEP
 
 # The error a cancelled run ends with, wherever it was when it was cancelled.
@@ -379,10 +386,12 @@ class RunOps(StoreCore):
         for_job: bool = True,
         then_claim: NextClaim | None = None,
         step: Checkpoint | None = None,
+        wake_at: float | None = None,
+        recv_topic: str | None = None,
     ) -> Run | None:
-        """Record where the run stands, with the interrupts it asked (key, prompt, schema,
-        error) and the answers it consumed, and its last checkpoint (``step``) if held back;
-        None when the run is no longer ours.
+        """Record where the run stands (``QUEUED`` with ``wake_at``: asleep until then), with
+        the interrupts it asked (key, prompt, schema, error) and the answers it consumed, and
+        its last checkpoint (``step``) if held back; None when the run is no longer ours.
 
         ``for_job=False`` says the run does no job's work; then, with nothing asked or
         consumed, the end is a single statement (its checkpoint included, where the store
@@ -396,6 +405,8 @@ class RunOps(StoreCore):
             "result": dumps(result),
             "error": None if error is None else dumps(error),
             "state": dumps(state),
+            "wake_at": wake_at,
+            "recv_topic": recv_topic,
             "now": now,
             **_NO_STEP,
         }
@@ -478,7 +489,7 @@ class RunOps(StoreCore):
     def run_backlog(self) -> RunBacklog:
         """The runs not finished, by status, and the oldest queued (one index's entries)."""
         rows = self._transact(lambda tx: tx.all("run_backlog"), write=False)
-        counts = {status: 0 for status in ("queued", "running", "waiting_input")}
+        counts = {status: 0 for status in ("queued", "running", "waiting_input", "sleeping")}
         oldest = None
         for row in rows:
             counts[row["status"]] = int(row["n"])
@@ -495,6 +506,12 @@ class RunOps(StoreCore):
     def run_steps(self, run_id: str) -> list[Step]:
         rows = self._transact(lambda tx: tx.all("run_steps", run_id=run_id), write=False)
         return [_step(r) for r in rows]
+
+    def database_now(self) -> float:
+        """The database's clock (a fake clock's time in tests): timers wake on it."""
+        row = self._transact(lambda tx: tx.one("database_now", now=self.now()), write=False)
+        assert row is not None
+        return float(row["now"])
 
     def record_step(
         self, run_id: str, holder: str, step: Checkpoint, *, ok: bool

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import datetime
 import hashlib
 import inspect
 import json
@@ -39,6 +40,7 @@ from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._spans import task_span
+from longcall.workflows._timers import checked_name, sleep_seconds, wake_time
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")
@@ -58,6 +60,17 @@ class Suspend(BaseException):
     def __init__(self, key: str) -> None:
         super().__init__(f"the run waits for {key}")
         self.key = key
+
+
+class Sleep(BaseException):
+    """The run sleeps until ``wake_at`` (the database's clock), or, with ``topic``, until a
+    message of that topic comes (``wake_at`` None: however long): raised by ``ctx.sleep`` and
+    ``ctx.recv``."""
+
+    def __init__(self, wake_at: float | None, topic: str | None = None) -> None:
+        super().__init__(f"the run sleeps until {wake_at} (or a message of {topic!r})")
+        self.wake_at = wake_at
+        self.topic = topic
 
 
 class Cancelled(BaseException):
@@ -233,6 +246,82 @@ class TaskContext:
         exe.asked.append((key, prompt, json_schema, None))
         raise Suspend(key)
 
+    def sleep(self, duration: float | str) -> Any:
+        """Sleep ``duration`` (seconds, or ``"90s"``, ``"3d"``) on the database's clock.
+
+        The run ends its execution now, holding no thread, connection or process, and any
+        worker resumes it once the time has come; its wake-up time is recorded first, so a
+        replay sleeps only what is left of it. In an async workflow, ``await`` the result.
+        """
+        return self._timer("sleep", sleep_seconds(duration), None)
+
+    def wait_until(self, when: datetime.datetime) -> Any:
+        """Sleep until ``when`` (a timezone-aware datetime); like :meth:`sleep`."""
+        return self._timer("wait_until", None, wake_time(when))
+
+    async def sleep_async(self, duration: float | str) -> None:
+        """:meth:`sleep` for async workflows (``await ctx.sleep(...)`` does the same)."""
+        await self._timer_async("sleep", sleep_seconds(duration), None)
+
+    def recv(self, topic: str, *, timeout: float | str | None = None) -> Any:
+        """The next message sent to this run on ``topic`` (``app.send``), in the order sent,
+        each received once; None if ``timeout`` (seconds, or ``"10m"``) passes first.
+
+        With no message yet, the run sleeps like :meth:`sleep` until one comes or the
+        timeout passes, whichever is first. What a recv got (or that it timed out) is its
+        checkpoint: a replay gets the same. In an async workflow, ``await`` the result.
+        """
+        in_body("recv")
+        topic = checked_name("topic", topic)
+        seconds = None if timeout is None else sleep_seconds(timeout)
+        exe = self._exe
+        if exe.is_async:
+            return self._recv_async(topic, seconds)
+        exe.check_in()
+        got, message, wake_at = exe.receive(topic, seconds)
+        if not got:
+            raise Sleep(wake_at, topic)
+        return message
+
+    async def _recv_async(self, topic: str, seconds: float | None) -> Any:
+        exe = self._exe
+        exe.check_in()
+        got, message, wake_at = await exe.runtime.in_thread(exe.receive, topic, seconds)
+        if not got:
+            raise Sleep(wake_at, topic)
+        return message
+
+    def set_event(self, key: str, value: Any) -> Any:
+        """Publish ``value`` under ``key`` for ``app.get_event(run_id, key)`` in any process;
+        the latest value set wins. Once per call: a replay does not set it again. In an async
+        workflow, ``await`` the result."""
+        in_body("set_event")
+        key = checked_name("key", key)
+        data = to_jsonable_python(value)
+        exe = self._exe
+        if exe.is_async:
+            return exe.runtime.in_thread(exe.publish, key, data)
+        exe.publish(key, data)
+        return None
+
+    def _timer(self, kind: str, seconds: float | None, until: float | None) -> Any:
+        in_body(kind)
+        exe = self._exe
+        if exe.is_async:
+            return self._timer_async(kind, seconds, until)
+        exe.check_in()
+        wake_at, due = exe.wake_time(kind, seconds, until)
+        if not due:
+            raise Sleep(wake_at)
+        return None
+
+    async def _timer_async(self, kind: str, seconds: float | None, until: float | None) -> None:
+        exe = self._exe
+        exe.check_in()
+        wake_at, due = await exe.runtime.in_thread(exe.wake_time, kind, seconds, until)
+        if not due:
+            raise Sleep(wake_at)
+
     @property
     def state(self) -> dict[str, Any]:
         """The persisted fields' current values (a copy)."""
@@ -271,6 +360,8 @@ class Execution:
         self.asked: list[tuple[str, str, dict[str, Any] | None, Any]] = []
         self.consumed: list[str] = []
         self.cancel_seen = run.cancel_requested
+        self.wake_at: float | None = None  # set when the run goes to sleep
+        self.recv_topic: str | None = None  # and this, when it waits for a message
         self.lost = False
         self.divergence: NonDeterminismError | None = None
         self._settled: dict[int, tuple[list[tuple[str, Any]], bool]] = {}
@@ -315,6 +406,64 @@ class Execution:
     def take_position(self) -> int:
         self.position += 1
         return self.position
+
+    def wake_time(
+        self, kind: str, seconds: float | None, until: float | None
+    ) -> tuple[float, bool]:
+        """Take the body's next position for a timer: its wake-up time, and whether that has
+        come (False: the run must sleep).
+
+        The first time, the wake-up time (the database's clock) is recorded as the
+        position's checkpoint before the run sleeps. A replay takes the recorded one, not the
+        call's arguments (a deadline computed from the time of day would move every replay),
+        and compares it with the time the run was claimed, which is on the same clock.
+        """
+        position = self.take_position()
+        name = f"longcall.{kind}"
+        digest = args_hash({})
+        step = self.replay(position, name, digest)
+        if step is not None:
+            wake_at = float(step.result["wake_at"])
+            return wake_at, wake_at <= self.run.updated_at
+        now = self.runtime.store.database_now()
+        wake_at = until if until is not None else now + (seconds or 0.0)
+        started = time.time()
+        self.record(position, name, digest, True, {"wake_at": wake_at}, _Frame(position), started)
+        return wake_at, wake_at <= now
+
+    def receive(self, topic: str, seconds: float | None) -> tuple[bool, Any, float | None]:
+        """A recv's next positions (its timeout's, then its own): (True, the message or None
+        for a timeout), or (False, None, when the timeout is due) when the run must wait."""
+        deadline, due = (
+            self.wake_time("recv_timeout", seconds, None) if seconds is not None else (None, False)
+        )
+        position = self.take_position()
+        name, digest = "longcall.recv", args_hash({"topic": topic})
+        step = self.replay(position, name, digest)
+        if step is not None:
+            return True, step.result["message"], None
+        self.write_held_back()  # the store writes this one itself, after any held back
+        started = time.time()
+        taking = Checkpoint(position, name, digest, None, [], 1, started, started)
+        got, message = self.runtime.store.take_message(self.run.run_id, self.holder, topic, taking)
+        if got:
+            self.settle(position, [], replayed=False)
+            return True, message, None
+        if due:
+            timed_out = {"message": None, "timed_out": True}
+            self.record(position, name, digest, True, timed_out, _Frame(position), started)
+            return True, None, None
+        return False, None, deadline
+
+    def publish(self, key: str, value: Any) -> None:
+        """``ctx.set_event`` at the body's next position, unless a replay finds it done."""
+        position = self.take_position()
+        name, digest = "longcall.set_event", args_hash({"key": key})
+        if self.replay(position, name, digest) is not None:
+            return
+        started = time.time()
+        self.runtime.store.set_run_value(self.run.run_id, key, value)
+        self.record(position, name, digest, True, None, _Frame(position), started)
 
     def replay(self, position: int, name: str, digest: str) -> Step | None:
         """The checkpoint at ``position`` if there is one (checked against this call)."""
@@ -565,6 +714,15 @@ def _resolve(func: Callable[..., Any], name: str) -> Any:
     except Exception:  # an annotation naming something not importable here
         return Any
     return hints.get(name, Any)
+
+
+def in_body(what: str) -> None:
+    """Refuse ``ctx.<what>`` inside a task: it would run again from the task's start."""
+    if _frame.get() is not None:
+        raise WorkflowError(
+            f"ctx.{what} belongs in the workflow body: a task that waited would run again "
+            "from its start when it woke"
+        )
 
 
 def run_body(

@@ -130,6 +130,14 @@ class RunWorker:
         local = listener is None
         if local:
             store.run_listeners.append(queued)
+
+        def asleep(wake_at: float) -> None:
+            # A little late rather than early: the claim compares with the database's clock.
+            delay = max(0.0, wake_at - self.runtime.clock.now()) + 0.002
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the poll finds it
+                loop.call_soon_threadsafe(loop.call_later, delay, wake.set)
+
+        self.workflows.sleep_listeners.append(asleep)
         watching = asyncio.create_task(self._watch_cancels(stop))
         stopping = asyncio.create_task(self._wake_when(stop))
         try:
@@ -153,6 +161,7 @@ class RunWorker:
         finally:
             watching.cancel()
             stopping.cancel()
+            self.workflows.sleep_listeners.remove(asleep)
             if local:
                 store.run_listeners.remove(queued)
             listener_stop.set()

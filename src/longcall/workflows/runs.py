@@ -41,6 +41,7 @@ from longcall.workflows.engine import (
     Execution,
     Lost,
     RetryPolicy,
+    Sleep,
     Suspend,
     Task,
     TaskContext,
@@ -219,6 +220,9 @@ class Workflows:
         # Sync runs hold their last checkpoint back for their end to write, up to this long
         # (where the store can write both in one statement); 0 writes each at once.
         self.late_checkpoints = LateCheckpoints(checkpoint_delay)
+        # Told the wake-up time (the database's clock) of each run put to sleep here: a
+        # worker in this process claims it then, not at its next poll.
+        self.sleep_listeners: list[Callable[[float], None]] = []
 
     # -- registration ---------------------------------------------------------------------
 
@@ -367,6 +371,9 @@ class Workflows:
             return RunStatus.FAILED, None, _error(exe.divergence)
         if isinstance(exc, Suspend):
             return RunStatus.WAITING_INPUT, None, None
+        if isinstance(exc, Sleep):
+            exe.wake_at, exe.recv_topic = exc.wake_at, exc.topic
+            return RunStatus.SLEEPING, None, None
         if isinstance(exc, Cancelled):
             return RunStatus.CANCELLED, None, CANCELLED
         if isinstance(exc, Lost):
@@ -398,6 +405,8 @@ class Workflows:
             consumed=exe.consumed,
             then_claim=then_claim,
             step=step,
+            wake_at=exe.wake_at,
+            recv_topic=exe.recv_topic,
         )
 
     def end(
@@ -412,10 +421,12 @@ class Workflows:
         consumed: Sequence[str] = (),
         then_claim: NextClaim | None = None,
         step: Checkpoint | None = None,
+        wake_at: float | None = None,
+        recv_topic: str | None = None,
     ) -> Run:
         """Record how an execution ended, with its last checkpoint (``step``) if it held it
         back; a failed attempt with retries left goes back to the queue instead (resuming
-        from its checkpoints)."""
+        from its checkpoints). A ``SLEEPING`` run is queued again for ``wake_at``."""
         store = self.runtime.store
         assert run.holder is not None
         if error is not None:
@@ -436,10 +447,11 @@ class Workflows:
             if retried is not None:
                 self.runtime.observers.tell(RunEnded(run.workflow_id, "retrying"))
             return retried or store.get_run(run.run_id)
+        asleep = status is RunStatus.SLEEPING
         ended = store.end_run(
             run.run_id,
             run.holder,
-            status,
+            RunStatus.QUEUED if asleep else status,
             state=run.state if state is None else state,
             result=result,
             error=error,
@@ -448,9 +460,16 @@ class Workflows:
             for_job=run.job_id is not None,
             then_claim=then_claim,
             step=step,
+            wake_at=wake_at if asleep else None,
+            recv_topic=recv_topic if asleep else None,
         )
         if ended is not None:
             self.runtime.observers.tell(RunEnded(run.workflow_id, status.value))
+            if asleep and recv_topic is not None:  # a message sent while it was suspending
+                store.wake_for_message(run.run_id, recv_topic)
+            if asleep and wake_at is not None:
+                for listener in self.sleep_listeners:  # a worker here wakes it on time
+                    listener(wake_at)
         return ended or store.get_run(run.run_id)
 
     def backoff(self, attempt: int) -> float:

@@ -18,6 +18,7 @@ from longcall.server.api import (
     health,
     hooks,
     jobs,
+    run_messages,
     runs,
     sessions,
     spec,
@@ -31,6 +32,7 @@ OPERATIONS: tuple[Operation, ...] = (
     # Before jobs: /v1/jobs/{jobId}/events would otherwise be read as a job id ending "/events".
     *events.OPERATIONS,
     *jobs.OPERATIONS,
+    *run_messages.OPERATIONS,
     *runs.OPERATIONS,
     *workers.OPERATIONS,
     *cron.OPERATIONS,

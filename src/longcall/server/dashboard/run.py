@@ -46,6 +46,7 @@ RUN_FIELDS = (
     ("createdAt", "Created"),
     ("updatedAt", "Updated"),
     ("finishedAt", "Finished"),
+    ("wakeAt", "Sleeps until"),
     ("retryCount", "Retries so far"),
     ("retriesRemaining", "Retries left"),
     ("timeoutSecs", "Timeout per attempt (s)"),

@@ -30,7 +30,8 @@ SELECT * FROM lc_runs WHERE idempotency_key = %(key)s;
 -- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
 UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                    lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                   executions = executions + 1, updated_at = lc_now(%(now)s)
+                   executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL,
+                       recv_topic = NULL
 WHERE run_id = %(run_id)s AND NOT cancel_requested
   AND (status IN ('queued', 'waiting_input')
        OR (status = 'running'
@@ -112,7 +113,8 @@ RETURNING *;
 -- first. Runs sharing a concurrency key start one at a time, in order: a run waits while
 -- another of its key is running or waiting, or an older one is queued.
 -- With ``end_run_id``, the same statement first ends that run: the run's holder records
--- where it stands (completed, failed, cancelled or waiting_input) and, with ``step_position``,
+-- where it stands (completed, failed, cancelled, waiting_input, or queued with ``wake_at``:
+-- asleep) and, with ``step_position``,
 -- the checkpoint of its last task call (see insert_step), written only if the end is. It then
 -- claims only if that end was the holder's to record (a worker's slot refilled as its run
 -- ends: one round trip, not two); ``limit`` 0 only ends. Rows come back with ``kind``:
@@ -125,8 +127,13 @@ WITH ended AS (
                        errors = CASE WHEN %(error)s::jsonb IS NULL THEN errors
                                      ELSE errors || jsonb_build_array(%(error)s::jsonb) END,
                        updated_at = lc_now(%(now)s),
-                       finished_at = CASE WHEN %(status)s = 'waiting_input' THEN NULL
-                                          ELSE lc_now(%(now)s) END
+                       finished_at = CASE WHEN %(status)s IN ('waiting_input', 'queued')
+                                          THEN NULL ELSE lc_now(%(now)s) END,
+                       wake_at = %(wake_at)s::float8, recv_topic = %(recv_topic)s::text,
+                       -- a recv without a timeout waits for a send to wake it, however long
+                       available_at = CASE
+                           WHEN %(recv_topic)s::text IS NOT NULL AND %(wake_at)s::float8 IS NULL
+                           THEN 1e300 ELSE COALESCE(%(wake_at)s::float8, available_at) END
     WHERE run_id = %(end_run_id)s AND holder = %(end_holder)s AND status = 'running'
     RETURNING *),
 checkpoint AS (
@@ -162,7 +169,8 @@ picked AS (
 claimed AS (
     UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                        lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                       executions = executions + 1, updated_at = lc_now(%(now)s)
+                       executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL,
+                       recv_topic = NULL
     FROM picked WHERE lc_runs.run_id = picked.run_id
     RETURNING lc_runs.*)
 SELECT 'ended' AS kind, * FROM ended
@@ -194,3 +202,7 @@ SELECT run_id FROM lc_runs
 WHERE holder LIKE %(pattern)s ESCAPE '\' AND status = 'running' AND cancel_requested
   AND lease_expires_at IS NOT NULL;  -- the leased runs' index
 
+
+-- name: database_now
+-- The database's clock (a sleep's wake-up time is on it), or the fake one passed in tests.
+SELECT lc_now(%(now)s) AS now;

@@ -4,7 +4,11 @@
 -- name: list_runs
 -- Newest first; ``before_*`` is the (created_at, run_id) of the last run of the previous page.
 SELECT * FROM lc_runs
-WHERE (%(status)s::text IS NULL OR status = %(status)s)
+-- A sleeping run is stored as queued with a wake_at: it lists as 'sleeping', not 'queued'.
+WHERE (%(status)s::text IS NULL
+       OR (CASE WHEN status = 'queued' AND (wake_at IS NOT NULL OR recv_topic IS NOT NULL)
+                 THEN 'sleeping' ELSE status END)
+          = %(status)s)
   AND (%(workflow_id)s::text IS NULL OR workflow_id = %(workflow_id)s)
   AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
   AND (%(before_created)s::float8 IS NULL OR created_at < %(before_created)s
@@ -17,7 +21,11 @@ LIMIT %(limit)s;
 SELECT * FROM lc_runs WHERE job_id = %(job_id)s ORDER BY created_at, run_id;
 
 -- name: run_backlog
--- Runs not finished, by status, and when the oldest queued one became claimable.
-SELECT status, COUNT(*) AS n, MIN(available_at) AS oldest FROM lc_runs
+-- Runs not finished, by status, and when the oldest queued one became claimable. Sleeping
+-- runs (queued with a wake_at) are counted apart: they are no work to do until they wake.
+SELECT CASE WHEN status = 'queued' AND (wake_at IS NOT NULL OR recv_topic IS NOT NULL)
+                 THEN 'sleeping' ELSE status END
+           AS status,
+       COUNT(*) AS n, MIN(available_at) AS oldest FROM lc_runs
 WHERE status IN ('queued', 'running', 'waiting_input')
-GROUP BY status;
+GROUP BY 1;

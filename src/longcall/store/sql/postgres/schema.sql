@@ -162,7 +162,10 @@ CREATE TABLE lc_runs (
     executions       INTEGER NOT NULL DEFAULT 0,
     created_at       DOUBLE PRECISION NOT NULL,
     updated_at       DOUBLE PRECISION NOT NULL,
-    finished_at      DOUBLE PRECISION
+    finished_at      DOUBLE PRECISION,
+    wake_at          DOUBLE PRECISION,  -- schema 17: asleep in ctx.sleep (or ctx.recv) until then
+    recv_topic       TEXT,  -- schema 17: the topic a run waiting in ctx.recv wants
+    message_seq      INTEGER NOT NULL DEFAULT 0
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
@@ -213,6 +216,30 @@ CREATE TABLE lc_run_events (
     created_at  DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (run_id, seq),
     UNIQUE (run_id, origin)
+);
+
+-- Messages sent to a run (app.send), kept until a recv of their topic takes them, in order.
+CREATE TABLE lc_run_messages (
+    run_id          TEXT NOT NULL REFERENCES lc_runs (run_id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    topic           TEXT NOT NULL,
+    message         JSONB NOT NULL,
+    idempotency_key TEXT,
+    received_at     DOUBLE PRECISION,
+    created_at      DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, seq),
+    UNIQUE (run_id, idempotency_key)
+);
+CREATE INDEX lc_run_messages_unread ON lc_run_messages (run_id, topic, seq)
+    WHERE received_at IS NULL;
+
+-- Values a run published (ctx.set_event), the latest by key, for app.get_event.
+CREATE TABLE lc_run_values (
+    run_id      TEXT NOT NULL REFERENCES lc_runs (run_id) ON DELETE CASCADE,
+    key         TEXT NOT NULL,
+    value       JSONB NOT NULL,
+    updated_at  DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (run_id, key)
 );
 
 -- Cron schedules: a workflow started at each occurrence of an expression in a time zone.

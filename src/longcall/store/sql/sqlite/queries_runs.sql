@@ -22,7 +22,7 @@ SELECT * FROM lc_runs WHERE idempotency_key = :key;
 -- name: take_run
 -- Hold a run to execute it: a queued or waiting one, or a running one whose holder went quiet.
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
-                   executions = executions + 1, updated_at = :now
+                   executions = executions + 1, updated_at = :now, wake_at = NULL, recv_topic = NULL
 WHERE run_id = :run_id AND cancel_requested = 0
   AND (status IN ('queued', 'waiting_input')
        OR (status = 'running' AND (lease_expires_at <= :now OR holder = :holder)))
@@ -96,19 +96,24 @@ RETURNING *;
 -- concurrency key start one at a time, in order: a run waits while another of its key is
 -- running or waiting, or an older one is queued.
 -- With ``end_run_id``, the first statement ends that run (its holder records where it
--- stands: completed, failed, cancelled or waiting_input), and the second claims only if that
+-- stands: completed, failed, cancelled, waiting_input, or queued with ``wake_at``: asleep), and the second claims only if that
 -- end was the holder's to record (changes() counts the first's rows); ``limit`` 0 only ends.
 -- Both run in one transaction; rows come back with ``kind``: 'ended' or 'claimed'.
 UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
                    errors = CASE WHEN :error IS NULL THEN errors
                                  ELSE json_insert(errors, '$[#]', json(:error)) END,
                    holder = NULL, lease_expires_at = NULL, updated_at = :now,
-                   finished_at = CASE WHEN :status = 'waiting_input' THEN NULL ELSE :now END
+                   finished_at = CASE WHEN :status IN ('waiting_input', 'queued') THEN NULL
+                                      ELSE :now END,
+                   wake_at = :wake_at, recv_topic = :recv_topic,
+                   -- a recv without a timeout waits for a send to wake it, however long
+                   available_at = CASE WHEN :recv_topic IS NOT NULL AND :wake_at IS NULL
+                                       THEN 1e300 ELSE COALESCE(:wake_at, available_at) END
 WHERE run_id = :end_run_id AND holder = :end_holder AND status = 'running'
 RETURNING 'ended' AS kind, *;
 
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
-                   executions = executions + 1, updated_at = :now
+                   executions = executions + 1, updated_at = :now, wake_at = NULL, recv_topic = NULL
 WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
     SELECT run_id FROM (
         SELECT * FROM (
@@ -153,3 +158,7 @@ SELECT run_id FROM lc_runs
 WHERE holder LIKE :pattern ESCAPE '\' AND status = 'running' AND cancel_requested = 1
   AND lease_expires_at IS NOT NULL;  -- the leased runs' index
 
+
+-- name: database_now
+-- The database's clock (a sleep's wake-up time is on it); SQLite's is the time we pass.
+SELECT :now AS now;

@@ -155,7 +155,10 @@ CREATE TABLE lc_runs (
     executions       INTEGER NOT NULL DEFAULT 0,
     created_at       REAL NOT NULL,
     updated_at       REAL NOT NULL,
-    finished_at      REAL
+    finished_at      REAL,
+    wake_at          REAL,  -- schema 17: asleep in ctx.sleep (or ctx.recv) until then
+    recv_topic       TEXT,  -- schema 17: the topic a run waiting in ctx.recv wants
+    message_seq      INTEGER NOT NULL DEFAULT 0
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
@@ -206,6 +209,30 @@ CREATE TABLE lc_run_events (
     created_at  REAL NOT NULL,
     PRIMARY KEY (run_id, seq),
     UNIQUE (run_id, origin)
+);
+
+-- Messages sent to a run (app.send), kept until a recv of their topic takes them, in order.
+CREATE TABLE lc_run_messages (
+    run_id          TEXT NOT NULL REFERENCES lc_runs (run_id) ON DELETE CASCADE,
+    seq             INTEGER NOT NULL,
+    topic           TEXT NOT NULL,
+    message         TEXT NOT NULL,
+    idempotency_key TEXT,
+    received_at     REAL,
+    created_at      REAL NOT NULL,
+    PRIMARY KEY (run_id, seq),
+    UNIQUE (run_id, idempotency_key)
+);
+CREATE INDEX lc_run_messages_unread ON lc_run_messages (run_id, topic, seq)
+    WHERE received_at IS NULL;
+
+-- Values a run published (ctx.set_event), the latest by key, for app.get_event.
+CREATE TABLE lc_run_values (
+    run_id      TEXT NOT NULL REFERENCES lc_runs (run_id) ON DELETE CASCADE,
+    key         TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    updated_at  REAL NOT NULL,
+    PRIMARY KEY (run_id, key)
 );
 
 -- Cron schedules: a workflow started at each occurrence of an expression in a time zone.

@@ -1,0 +1,58 @@
+"""``longcall runs send``: a message to a run's ``ctx.recv`` (``app.send``)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from longcall.cli._support import (
+    EXIT_CONFLICT,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    database_option,
+    emit,
+    json_arg,
+    open_app,
+    output_option,
+)
+from longcall.errors import InvalidValue, RunNotFound, RunStateError
+
+
+@click.command("send")
+@database_option
+@output_option
+@click.option(
+    "--message", "message_text", default="null", help="The message, as JSON (default null)."
+)
+@click.option("--idempotency-key", default=None, help="Send once: a repeat stores nothing.")
+@click.argument("run_id")
+@click.argument("topic")
+def runs_send(
+    database: str,
+    output: str | None,
+    message_text: str,
+    idempotency_key: str | None,
+    run_id: str,
+    topic: str,
+) -> None:
+    """Send a message to the run's ctx.recv(TOPIC); it is kept until the run receives it.
+
+    Exit 3 for an unknown run, 5 for a finished one, 2 for a bad topic, key or message.
+    """
+    message = json_arg(message_text, "--message")
+    with open_app(database) as app:
+        try:
+            sent = app.send(run_id, topic, message, idempotency_key=idempotency_key)
+        except RunNotFound as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+        except RunStateError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_CONFLICT)
+        except InvalidValue as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
+    data = {"runId": sent.run_id, "topic": sent.topic, "seq": sent.seq, "created": sent.created}
+    note = "sent" if sent.created else "already sent with this key"
+    emit(data, output, lambda: click.echo(f"{run_id}: message {sent.seq} on {topic!r} {note}"))
