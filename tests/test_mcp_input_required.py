@@ -245,3 +245,32 @@ async def _until_not_working(session: ClientSession, task_id: str) -> dict[str, 
             return task
         await asyncio.sleep(0.1)
     raise AssertionError(f"task {task_id} did not move past interrupt-1")
+
+
+def test_fastmcp_client_answers_through_its_elicitation_handler(
+    sqlite_url: str, serve: Serve
+) -> None:
+    """FastMCP's own tasks client, unchanged: its transparent call_tool polls the run's task,
+    answers each input request with its elicitation handler (tasks/update) and returns the
+    run's result."""
+    fastmcp = pytest.importorskip("fastmcp")
+    pytest.importorskip("fastmcp_tasks")
+    tokens = _tokens(sqlite_url)
+    base = serve(sqlite_url)
+    asked: list[str] = []
+
+    async def answer(message: str, response_type: Any, params: Any, context: Any) -> Any:
+        asked.append(message)
+        if "note" in message:
+            return {"value": "thanks"}
+        return {"approved": True, "approver": "fm"}
+
+    async def scenario() -> Any:
+        async with fastmcp.Client(
+            f"{base}/mcp", auth=tokens["alice"], elicitation_handler=answer
+        ) as client:
+            return await client.call_tool("refund", ORDER, timeout=30)
+
+    result = asyncio.run(scenario())
+    assert result.structured_content == {"refunded": True, "by": "fm", "note": "thanks"}
+    assert asked == ["Refund 42.0 for A-17?", "A note for the customer?"]
