@@ -326,3 +326,24 @@ def test_example_approvals_runs_as_its_readme_says(tmp_path: Path) -> None:
         "interrupt-1: Refund 42.0 for A-17? ['approved', 'approver']",
         f"{lines[0].split(':')[0]}: completed: {{'refunded': True, 'by': 'ana'}}",
     ], client.stdout
+
+
+def test_wire_a_waiting_run_without_open_questions_is_working() -> None:
+    from longcall.core.runs import Interrupt, Run
+    from longcall.mcp.run_wire import detailed_run_task
+
+    run = Run(
+        run_id="run-1", workflow_id="refund", status=RunStatus.WAITING_INPUT, input=None,
+        result=None, error=None, state={}, user_id="alice", job_id=None, cron_id=None,
+        concurrency_key=None, idempotency_key=None, attempts=0, executions=1, max_retries=0,
+        timeout_secs=None, errors=[], cancel_requested=False, holder=None,
+        lease_expires_at=None, created_at=1.0, updated_at=2.0, finished_at=None,
+    )  # fmt: skip
+    answered = Interrupt("interrupt-1", "ok?", None, True, True, True, None, 1.0, 2.0)
+    assert detailed_run_task(run, [answered])["status"] == "working"
+    asked = Interrupt("interrupt-1", "ok?", None, None, False, False, None, 1.0, None)
+    task = detailed_run_task(run, [asked])
+    assert task["status"] == "input_required"
+    assert task["inputRequests"]["interrupt-1"]["params"]["requestedSchema"]["required"] == [
+        "value"
+    ]

@@ -112,8 +112,14 @@ def detailed_run_task(run: Run, interrupts: list[Interrupt]) -> dict[str, Any]:
     """The ``tasks/get`` answer for a run: ``inputRequests`` while it waits for input, the
     result once completed, an error object once failed."""
     detailed: dict[str, Any] = {"resultType": "complete", **run_task(run)}
-    if run.status is RunStatus.WAITING_INPUT:
-        detailed["inputRequests"] = {i.key: input_request(i) for i in open_interrupts(interrupts)}
+    asking = open_interrupts(interrupts)
+    if run.status is RunStatus.WAITING_INPUT and not asking:
+        # Read between the run and its interrupts while an answer was taken: no question
+        # is open, so the run is about to continue (input_required needs a request).
+        detailed["status"] = "working"
+        detailed.pop("statusMessage", None)
+    elif run.status is RunStatus.WAITING_INPUT:
+        detailed["inputRequests"] = {i.key: input_request(i) for i in asking}
     elif run.status is RunStatus.COMPLETED:
         detailed["result"] = call_tool_result(run.result)
     elif run.status is RunStatus.FAILED:
