@@ -19,11 +19,12 @@ from mcp.client.streamable_http import streamable_http_client
 from longcall.mcp.client import CreatedTask, TasksClientExtension, call_as_task
 from longcall.mcp.client import cancel_task as cancel
 from longcall.mcp.client import get_task as get
+from longcall.mcp.client import update_task as update
 from longcall.mcp.tasks import TASKS_EXTENSION as TASKS
 
 TasksExtension = TasksClientExtension
 
-__all__ = ["TASKS", "TasksExtension", "cancel", "create", "get", "http_session"]
+__all__ = ["TASKS", "TasksExtension", "cancel", "create", "get", "http_session", "update"]
 
 
 @contextlib.asynccontextmanager

@@ -53,6 +53,15 @@ class _CancelTask(mcp_types.Request[_TaskIdParams, Literal["tasks/cancel"]]):
     params: _TaskIdParams
 
 
+class _UpdateTaskParams(_TaskIdParams):
+    input_responses: dict[str, Any] = Field(serialization_alias="inputResponses")
+
+
+class _UpdateTask(mcp_types.Request[_UpdateTaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: _UpdateTaskParams
+
+
 async def _kept(created: CreatedTask, ctx: ClaimContext) -> mcp_types.CallToolResult:
     # Only reached by a call without allow_claimed; longcall always keeps the task itself.
     raise RuntimeError("longcall polls remote tasks itself; call with allow_claimed=True")
@@ -102,3 +111,12 @@ async def get_task(session: ClientSession, task_id: str) -> dict[str, Any]:
 async def cancel_task(session: ClientSession, task_id: str) -> None:
     request = _CancelTask(params=_TaskIdParams(task_id=task_id))
     await session.send_request(request, mcp_types.Result)
+
+
+async def update_task(
+    session: ClientSession, task_id: str, input_responses: Mapping[str, Any]
+) -> None:
+    """Answer a task's ``inputRequests`` by key (``tasks/update``), e.g.
+    ``{"interrupt-1": {"action": "accept", "content": {...}}}``."""
+    params = _UpdateTaskParams(task_id=task_id, input_responses=dict(input_responses))
+    await session.send_request(_UpdateTask(params=params), mcp_types.Result)

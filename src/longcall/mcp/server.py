@@ -15,6 +15,7 @@ and trusted.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -30,8 +31,11 @@ from pydantic import ConfigDict, Field
 
 from longcall.app import App
 from longcall.core.jobs import CallIds, Job
+from longcall.core.runs import Run
 from longcall.errors import InvalidValue, JobNotFound, ToolArgumentsError
 from longcall.jobs.tools import LongRunningTool
+from longcall.mcp.run_tasks import RunTasks
+from longcall.mcp.run_wire import run_task
 from longcall.mcp.tasks import TASKS_EXTENSION, created_result, detailed_task
 
 CALLER_SCOPE_KEY = "longcall.mcp.caller"
@@ -46,7 +50,11 @@ class Caller:
     admin: bool = False
 
     def may_see(self, job: Job) -> bool:
-        return self.admin or (job.user_id is not None and job.user_id == self.user_id)
+        return self.owns(job.user_id)
+
+    def owns(self, user_id: str | None) -> bool:
+        """Whether a job or run of ``user_id`` is this caller's to see."""
+        return self.admin or (user_id is not None and user_id == self.user_id)
 
 
 LOCAL = Caller(admin=True)
@@ -117,8 +125,9 @@ def _task_not_found(task_id: str) -> MCPError:
 class JobTasks:
     """The handlers, over one App. Construct with :func:`mcp_server`."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, runs: RunTasks) -> None:
         self.app = app
+        self.runs = runs
 
     def _tools(self) -> dict[str, LongRunningTool]:
         # Read at each request: tools registered after the server was built are served too.
@@ -137,12 +146,19 @@ class JobTasks:
                     input_schema=declaration["parameters"],
                 )
             )
+        # A workflow named like a long-running tool stays hidden: the tool answers the name.
+        tools += [t for t in self.runs.tools() if t.name not in self._tools()]
         return mcp_types.ListToolsResult(tools=tools)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
         tool = self._tools().get(params.name)
+        if tool is None and params.name in self.runs.served():
+            if not _opted_in(ctx):
+                raise _missing_extension(params.name)
+            run = await self.runs.start(params.name, params.arguments or {}, _caller(ctx).user_id)
+            return cast(mcp_types.CallToolResult, {"resultType": "task", **run_task(run)})
         if tool is None:
             raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {params.name!r}")
         if not _opted_in(ctx):
@@ -164,7 +180,9 @@ class JobTasks:
         # A claimed result shape (resultType "task"): the SDK passes it through unsieved.
         return cast(mcp_types.CallToolResult, created_result(job))
 
-    async def _job(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> Job:
+    async def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> Job | Run:
+        """The job, else the run, that is this task. Job ids are looked up first, so the
+        job-backed tasks answer as before; a run's task id is its run id (``run-<hex>``)."""
         if not _opted_in(ctx):
             raise MCPError(
                 code=MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -172,47 +190,67 @@ class JobTasks:
                 data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
             )
         _check_name_header(ctx, task_id)
+        caller = _caller(ctx)
         try:
             job = await self.app.get_job_async(task_id)
         except (JobNotFound, InvalidValue):
-            raise _task_not_found(task_id) from None
-        if job.tool_name not in self._tools() or not _caller(ctx).may_see(job):
+            job = None
+        if job is not None and job.tool_name in self._tools() and caller.may_see(job):
+            return job
+        run = await self.runs.find(task_id, caller.owns)
+        if run is None:
             raise _task_not_found(task_id)
-        return job
+        return run
 
     async def get_task(
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
     ) -> dict[str, Any]:
-        return detailed_task(await self._job(ctx, params.task_id))
+        task = await self._task(ctx, params.task_id)
+        if isinstance(task, Run):
+            return await self.runs.get(task)
+        return detailed_task(task)
 
     async def cancel_task(
         self, ctx: ServerRequestContext[Any, Any], params: TaskParams
     ) -> dict[str, Any]:
-        """Cancel the job (its ``on_cancel`` hook runs in a worker); a finished task stays as
-        it is and the request is still acknowledged, as SEP-2663 asks."""
-        job = await self._job(ctx, params.task_id)
-        await self.app.cancel_async(job.job_id, CANCEL_REASON)
+        """Cancel the job (its ``on_cancel`` hook runs in a worker) or the run; a finished
+        task stays as it is and the request is still acknowledged, as SEP-2663 asks."""
+        task = await self._task(ctx, params.task_id)
+        if isinstance(task, Run):
+            await self.runs.cancel(task)
+        else:
+            await self.app.cancel_async(task.job_id, CANCEL_REASON)
         return {"resultType": "complete"}
 
     async def update_task(
         self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams
     ) -> dict[str, Any]:
-        job = await self._job(ctx, params.task_id)
+        """Answers to a run's open questions (see :meth:`RunTasks.update`); a job takes no
+        input from the client."""
+        task = await self._task(ctx, params.task_id)
+        if isinstance(task, Run):
+            await self.runs.update(task, params.input_responses)
+            return {"resultType": "complete"}
         raise MCPError(
             code=INVALID_PARAMS,
-            message=f"task {job.job_id!r} is not waiting for input; its result comes from outside",
+            message=f"task {task.job_id!r} is not waiting for input; its result comes from outside",
         )
 
 
-def mcp_server(app: App, *, name: str = "longcall") -> Server[Any]:
-    """An MCP server whose tools are ``app``'s long-running tools, each served as a task.
+def mcp_server(
+    app: App, *, name: str = "longcall", workflows: Collection[str] | None = None
+) -> Server[Any]:
+    """An MCP server whose tools are ``app``'s long-running tools, each served as a task,
+    and its registered workflows, each call a background run served as a task that asks
+    for input (``input_required``) where the run interrupts. ``workflows`` names the
+    workflows to serve; None (the default) serves every one registered, ``()`` none.
 
     Serve it over stdio (``python -m longcall.mcp --app module:app``) or streamable HTTP
     (``longcall serve`` mounts it at ``/mcp``; or ``server.streamable_http_app()``, which
     leaves authentication to you). The tasks extension's methods answer only at protocol
     revision 2026-07-28, where extensions exist.
     """
-    tasks = JobTasks(app)
+    tasks = JobTasks(app, RunTasks(app, workflows))
     server: Server[Any] = Server(
         name,
         on_list_tools=tasks.list_tools,

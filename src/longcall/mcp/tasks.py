@@ -27,7 +27,7 @@ STATUS_OF_STATE = {
 INTERNAL_ERROR = -32603  # JSON-RPC's code; the task's error object reuses its shape
 
 
-def _iso(seconds: float | None) -> str:
+def iso_time(seconds: float | None) -> str:
     return datetime.fromtimestamp(seconds or 0.0, UTC).isoformat()
 
 
@@ -59,8 +59,8 @@ def task_of(job: Job) -> dict[str, Any]:
     task: dict[str, Any] = {
         "taskId": job.job_id,
         "status": STATUS_OF_STATE[job.state],
-        "createdAt": _iso(job.created_at),
-        "lastUpdatedAt": _iso(job.updated_at),
+        "createdAt": iso_time(job.created_at),
+        "lastUpdatedAt": iso_time(job.updated_at),
         # The job row stays until `longcall prune` removes it: no expiry the server knows.
         "ttlMs": None,
         "pollIntervalMs": POLL_INTERVAL_MS,
