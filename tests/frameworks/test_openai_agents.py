@@ -73,7 +73,11 @@ class Setup:
         await self.turn(text)
 
     async def items(self, session_id: str = "s") -> list[dict[str, Any]]:
-        return [dict(i) for i in await self.runner.session("u", session_id).get_items()]
+        session = self.runner.session("u", session_id)
+        try:
+            return [dict(i) for i in await session.get_items()]
+        finally:
+            session.close()  # a SQLiteSession keeps a connection per thread until closed
 
     async def outputs(self, session_id: str = "s") -> list[tuple[str, dict[str, Any]]]:
         return [

@@ -16,6 +16,7 @@ message, so they resume the run together).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import uuid
@@ -82,27 +83,39 @@ class OpenAIAgentsRunner:
             return self._sessions(user_id, session_id)
         return SQLiteSession(f"{self.app_name}/{user_id}/{session_id}", self.path)
 
+    @contextlib.asynccontextmanager
+    async def _opened(self, user_id: str, session_id: str) -> AsyncIterator[Session]:
+        """:meth:`session` for one use; a ``SQLiteSession`` of the runner's own is closed
+        after it (it keeps a connection per thread it ran in, open until closed)."""
+        session = self.session(user_id, session_id)
+        try:
+            yield session
+        finally:
+            if isinstance(session, SQLiteSession) and self._sessions is None:
+                session.close()
+
     async def run(
         self, *, user_id: str, session_id: str, message: Message
     ) -> AsyncIterator[AgentEvent]:
         key = SessionKey(self.app_name, user_id, session_id)
-        session = GuardedSession(self.session(user_id, session_id), message.fence)
-        if message.text is not None:
-            run_id = f"run-{uuid.uuid4().hex}"
-            result = await Runner.run(
-                self.agent,
-                message.text,
-                session=session,
-                run_config=self.run_config,
-                max_turns=self.max_turns,
-            )
-            async for event in self._settle(key, session, run_id, result):
-                yield event
-            return
-        runs = await self._paused_runs(key, session, message.function_responses)
-        for run_id, responses in runs.items():
-            async for event in self._resume(key, session, run_id, responses, message):
-                yield event
+        async with self._opened(user_id, session_id) as opened:
+            session = GuardedSession(opened, message.fence)
+            if message.text is not None:
+                run_id = f"run-{uuid.uuid4().hex}"
+                result = await Runner.run(
+                    self.agent,
+                    message.text,
+                    session=session,
+                    run_config=self.run_config,
+                    max_turns=self.max_turns,
+                )
+                async for event in self._settle(key, session, run_id, result):
+                    yield event
+                return
+            runs = await self._paused_runs(key, session, message.function_responses)
+            for run_id, responses in runs.items():
+                async for event in self._resume(key, session, run_id, responses, message):
+                    yield event
 
     async def _paused_runs(
         self, key: SessionKey, session: Session, responses: Iterable[FunctionResponse]
@@ -233,11 +246,13 @@ class OpenAIAgentsRunner:
         key = SessionKey(self.app_name, user_id, session_id)
         if await self.paused.open_calls_async(key, [call_id]):
             return False
-        return call_id in await answered_calls(self.session(user_id, session_id))
+        async with self._opened(user_id, session_id) as session:
+            return call_id in await answered_calls(session)
 
     async def transcript(self, *, user_id: str, session_id: str) -> list[AgentEvent]:
         """The SDK session's items in longcall's terms (empty for an unknown session)."""
-        items = await self.session(user_id, session_id).get_items()
+        async with self._opened(user_id, session_id) as session:
+            items = await session.get_items()
         events = items_events(
             [dict(i) for i in items], author=self.agent.name, invocation_id=session_id
         )
