@@ -28,7 +28,7 @@ from mcp_types import INVALID_PARAMS
 
 from longcall import App, RunStatus
 from longcall.mcp.run_wire import answer_of, requested_schema
-from mcp_client import cancel, create, get, http_session, update
+from mcp_client import cancel, create, get, http_session, run_example_client, update
 from procs import free_port, wait_until_healthy
 
 HERE = Path(__file__).resolve().parent
@@ -285,46 +285,7 @@ def test_fastmcp_client_answers_through_its_elicitation_handler(
 def test_example_approvals_runs_as_its_readme_says(tmp_path: Path) -> None:
     """examples/mcp_tasks: `longcall serve --app approvals:app`, then approve_client.py
     starts the workflow, sees its question and answers it."""
-    import json
-
-    folder = HERE.parent / "examples" / "mcp_tasks"
-    env = {
-        **os.environ,
-        "LONGCALL_DATABASE_URL": f"sqlite:///{tmp_path / 'approvals.db'}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-
-    def operator(*args: str) -> str:
-        done = subprocess.run(
-            [LONGCALL, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=30
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    operator("migrate")
-    token = json.loads(operator("tokens", "create", "--user", "alice", "-o", "json"))["token"]
-    port = free_port()
-    with (tmp_path / "serve.log").open("wb") as log:
-        server = subprocess.Popen(
-            [LONGCALL, "serve", "--app", "approvals:app", "--port", str(port)],
-            cwd=folder,
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        wait_until_healthy(f"http://127.0.0.1:{port}")
-        client = subprocess.run(
-            [sys.executable, "approve_client.py", f"http://127.0.0.1:{port}/mcp"],
-            cwd=folder,
-            env={**env, "LONGCALL_TOKEN": token},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        server.send_signal(signal.SIGKILL)
-        server.wait(10)
+    client = run_example_client(tmp_path, "approvals:app", "approve_client.py")
     assert client.returncode == 0, client.stderr
     lines = client.stdout.splitlines()
     assert lines[0].endswith(": working"), client.stdout

@@ -27,7 +27,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.jsonrpc import HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from longcall import App, JobState
-from mcp_client import TASKS, TasksExtension, cancel, create, get, http_session
+from mcp_client import TASKS, TasksExtension, cancel, create, get, http_session, run_example_client
 from procs import free_port, wait_until_healthy
 
 HERE = Path(__file__).resolve().parent
@@ -385,46 +385,7 @@ def test_fastmcp_tasks_client_drives_longcall_tasks(sqlite_url: str, serve) -> N
 def test_example_mcp_tasks_runs_as_its_readme_says(tmp_path: Path) -> None:
     """examples/mcp_tasks: a token, `longcall serve --app tools:app`, then client.py creates
     a task, completes its job and prints the result."""
-    import json
-
-    folder = HERE.parent / "examples" / "mcp_tasks"
-    env = {
-        **os.environ,
-        "LONGCALL_DATABASE_URL": f"sqlite:///{tmp_path / 'mcp_tasks.db'}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-
-    def operator(*args: str) -> str:
-        done = subprocess.run(
-            [LONGCALL, *args], cwd=folder, env=env, capture_output=True, text=True, timeout=30
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    operator("migrate")
-    token = json.loads(operator("tokens", "create", "--user", "alice", "-o", "json"))["token"]
-    port = free_port()
-    with (tmp_path / "serve.log").open("wb") as log:
-        server = subprocess.Popen(
-            [LONGCALL, "serve", "--app", "tools:app", "--port", str(port)],
-            cwd=folder,
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-    try:
-        wait_until_healthy(f"http://127.0.0.1:{port}")
-        client = subprocess.run(
-            [sys.executable, "client.py", f"http://127.0.0.1:{port}/mcp"],
-            cwd=folder,
-            env={**env, "LONGCALL_TOKEN": token},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        server.send_signal(signal.SIGKILL)
-        server.wait(10)
+    client = run_example_client(tmp_path, "tools:app", "client.py")
     assert client.returncode == 0, client.stderr
     lines = client.stdout.splitlines()
     assert [line.split(": ", 1)[1] for line in lines] == [
