@@ -198,12 +198,6 @@ def _only_run(url: str) -> str:
         return runs[0].run_id
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, not yet diagnosed: two rival tasks/update answers sent at once to two "
-    "servers on PostgreSQL sometimes get -32603 (internal error) instead of one taking effect "
-    "and the other being ignored (seen once, in a full run on Python 3.13)",
-)
 def test_answered_from_another_server_process(pg_url: str, serve: Serve) -> None:
     """On PostgreSQL: asked through one server, answered through another (twice at once:
     one answer is taken), completed as seen from the first."""

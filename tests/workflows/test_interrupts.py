@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -400,3 +401,45 @@ def test_changed_task_arguments_fail_the_resumed_run_with_non_determinism(
         with pytest.raises(RunStateError):
             new.answer(run.run_id, {"interrupt-1": True})
     assert calls == {"a": 1}
+
+
+def test_rival_answers_submitted_at_once_take_one_and_refuse_the_other(
+    two_questions: tuple[App, Counter[str]],
+) -> None:
+    """Two processes answering the same waiting question at the same instant: one answer is
+    stored and queues the run, the other is refused as a state or answer error (never a
+    missing run or a store error), and the run asks its next question once."""
+    app, _ = two_questions
+    for attempt in range(12):
+        run = app.run_workflow("two", f"R-{attempt}")
+        assert run.status is RunStatus.WAITING_INPUT
+        outcomes = _answer_at_once(app, run.run_id, ("ana", "bo"))
+        taken = [who for who, outcome in outcomes.items() if outcome is RunStatus.QUEUED]
+        refused = [outcome for outcome in outcomes.values() if outcome is not RunStatus.QUEUED]
+        assert len(taken) == 1, outcomes
+        assert refused in ([RunStateError], [InvalidAnswer]), outcomes
+        details = app.get_run(run.run_id)
+        first = next(i for i in details.interrupts if i.key == "interrupt-1")
+        assert first.value == {"approved": True, "approver": taken[0]}
+
+
+def _answer_at_once(app: App, run_id: str, approvers: tuple[str, ...]) -> dict[str, object]:
+    """Each approver answers interrupt-1 from its own thread, released together: the run's
+    status after each answer taken, or the class of the error that refused it."""
+    start = threading.Barrier(len(approvers))
+    outcomes: dict[str, object] = {}
+
+    def answer(approver: str) -> None:
+        start.wait()
+        try:
+            answers = {"interrupt-1": {"approved": True, "approver": approver}}
+            outcomes[approver] = app.submit_answers(run_id, answers).status
+        except (RunStateError, InvalidAnswer) as exc:
+            outcomes[approver] = type(exc)
+
+    threads = [threading.Thread(target=answer, args=(who,)) for who in approvers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return outcomes

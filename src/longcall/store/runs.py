@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from longcall.core.runs import Interrupt, Run, RunBacklog, RunEvent, RunStatus, Step
-from longcall.errors import RunNotFound
+from longcall.errors import RunNotFound, RunStateError
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
 
 
@@ -335,7 +335,8 @@ class RunOps(StoreCore):
         now = self.now()
 
         def work(tx: Tx) -> Run:
-            row = tx.one("get_run", run_id=run_id)
+            # Locked first, so a rival answer committed meanwhile is what check() sees.
+            row = tx.one("lock_run", run_id=run_id)
             if row is None:
                 raise RunNotFound(run_id)
             interrupts = {r["key"]: _interrupt(r) for r in tx.all("run_interrupts", run_id=run_id)}
@@ -343,8 +344,8 @@ class RunOps(StoreCore):
             for key, value in answers.items():
                 tx.run("answer_interrupt", run_id=run_id, key=key, value=dumps(value), now=now)
             queued = tx.one("queue_run", run_id=run_id, now=now)
-            if queued is None:  # pragma: no cover - check() saw it waiting in this transaction
-                raise RunNotFound(run_id)
+            if queued is None:  # pragma: no cover - check() saw it waiting, and it is locked
+                raise RunStateError(f"run {run_id} is no longer waiting for answers")
             tx.run("notify", channel=RUNS_CHANNEL, payload="queued")
             return run_from_row(queued)
 

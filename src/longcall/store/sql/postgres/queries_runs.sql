@@ -197,6 +197,11 @@ UPDATE lc_runs SET status = 'queued', available_at = lc_now(%(now)s), updated_at
 WHERE run_id = %(run_id)s AND status = 'waiting_input'
 RETURNING *;
 
+-- name: lock_run
+-- The run, locked until the transaction ends: two answers racing for one waiting run
+-- take turns, and the second sees the first's outcome.
+SELECT * FROM lc_runs WHERE run_id = %(run_id)s FOR UPDATE;
+
 -- name: cancelling_runs
 SELECT run_id FROM lc_runs
 WHERE holder LIKE %(pattern)s ESCAPE '\' AND status = 'running' AND cancel_requested

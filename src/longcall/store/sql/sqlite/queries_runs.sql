@@ -153,6 +153,11 @@ UPDATE lc_runs SET status = 'queued', available_at = :now, updated_at = :now
 WHERE run_id = :run_id AND status = 'waiting_input'
 RETURNING *;
 
+-- name: lock_run
+-- The run, to change in this transaction (BEGIN IMMEDIATE already holds the write lock,
+-- so racing answers take turns).
+SELECT * FROM lc_runs WHERE run_id = :run_id;
+
 -- name: cancelling_runs
 SELECT run_id FROM lc_runs
 WHERE holder LIKE :pattern ESCAPE '\' AND status = 'running' AND cancel_requested = 1
