@@ -56,3 +56,30 @@ def test_send_refusals_exit_with_their_codes(app: longcall.App) -> None:
     app.cancel_run(run.run_id)
     finished = send(app, run.run_id, "orders")
     assert finished.exit_code == 5 and "cancelled" in finished.output
+
+
+def value(app: longcall.App, *args: str) -> Result:
+    return CliRunner().invoke(main, ["runs", "value", "--database", app.url, "-o", "json", *args])
+
+
+def test_value_reads_what_the_run_published(app: longcall.App) -> None:
+    @app.workflow("publisher")
+    def publisher(ctx: TaskContext) -> None:
+        ctx.set_event("status", {"stage": "packed"})
+
+    run = app.submit_run("publisher")
+    missing = value(app, run.run_id, "status")
+    assert missing.exit_code == 3 and "published no value under 'status'" in missing.output
+    app.continue_run(run.run_id)
+    read = value(app, run.run_id, "status", "--wait", "5s")
+    assert read.exit_code == 0, read.output
+    assert json.loads(read.output) == {
+        "runId": run.run_id,
+        "key": "status",
+        "value": {"stage": "packed"},
+    }
+    assert value(app, "run-nope", "status").exit_code == 3
+    bad_key = value(app, run.run_id, "a\tb")
+    assert bad_key.exit_code == 2 and "control character" in bad_key.output
+    bad_wait = value(app, run.run_id, "status", "--wait", "soon")
+    assert bad_wait.exit_code == 2 and "not a duration" in bad_wait.output

@@ -7,6 +7,8 @@ which fold the changes counted lately first.
 
 from __future__ import annotations
 
+from typing import Any
+
 from longcall.core.jobs import Delivery, Job, JobPage, JobState
 from longcall.core.runs import Interrupt, Run, RunBacklog, Step
 from longcall.core.workers import WorkerInfo
@@ -93,6 +95,11 @@ class Monitor:
     def run(self, run_id: str) -> Run:
         """The run as stored now, without its parts (``app.get_run`` has them all)."""
         return self._runtime.store.get_run(run_id)
+
+    def run_value(self, run_id: str, key: str) -> tuple[bool, Any]:
+        """(True, value) when the run has published ``key`` with ``ctx.set_event``; (False,
+        None) when not yet."""
+        return self._runtime.store.run_value(run_id, key)
 
     def run_steps(self, run_id: str) -> list[Step]:
         return self._runtime.store.run_steps(run_id)

@@ -1,8 +1,11 @@
-"""POST /v1/runs/{runId}/messages over a real server, on SQLite and PostgreSQL: a message kept
-for a run and received once, an Idempotency-Key, and every refusal changing nothing."""
+"""POST /v1/runs/{runId}/messages and GET /v1/runs/{runId}/values/{key} over a real server,
+on SQLite and PostgreSQL: a message kept for a run and received once, an Idempotency-Key, a
+published value read (and waited for), and every refusal changing nothing."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +27,10 @@ def api(db_url: str, live: Any) -> Iterator[Api]:
     @app.workflow("inbox")
     def inbox(count: int, ctx: TaskContext) -> list[Any]:
         return [ctx.recv("orders") for _ in range(count)]
+
+    @app.workflow("publisher")
+    def publisher(value: Any, ctx: TaskContext) -> None:
+        ctx.set_event("status", value)
 
     alice, bob = (app.store.create_token(user_id=u)[1] for u in ("alice", "bob"))
     admin = app.store.create_token(user_id=None, admin=True)[1]
@@ -78,3 +85,42 @@ def test_refusals_change_nothing(api: Api) -> None:
     finished = api.call("POST", path, api.alice, {"topic": "orders", "message": 1})
     assert finished.status_code == 409 and "cancelled" in finished.json()["error"]["message"]
     assert messages(api) == before == []
+
+
+def test_a_published_value_is_read_and_waited_for(api: Api) -> None:
+    run = api.app.submit_run("publisher", {"stage": "packed"}, user_id="alice")
+    path = f"/v1/runs/{run.run_id}/values/status"
+    before = api.call("GET", path, api.alice)
+    assert before.status_code == 200, before.text
+    assert before.json() == {"runId": run.run_id, "key": "status", "found": False, "value": None}
+    # A reader waiting while the run executes elsewhere sees the value once it is published.
+    executor = threading.Timer(0.3, api.app.continue_run, args=(run.run_id,))
+    executor.start()
+    started = time.monotonic()
+    waited = api.call("GET", f"{path}?wait=20s", api.alice)
+    executor.join()
+    assert waited.status_code == 200, waited.text
+    assert waited.json()["found"] is True and waited.json()["value"] == {"stage": "packed"}
+    assert time.monotonic() - started < 15  # answered when published, not at the wait's end
+    assert api.call("GET", path, api.admin).json()["value"] == {"stage": "packed"}
+    unpublished = api.call("GET", f"/v1/runs/{run.run_id}/values/other?wait=0.2", api.alice)
+    assert unpublished.json()["found"] is False
+
+
+def test_value_read_refusals(api: Api) -> None:
+    run = api.app.submit_run("publisher", 1, user_id="alice")
+    path = f"/v1/runs/{run.run_id}/values/status"
+    cases = [
+        ("/v1/runs/run-nope/values/status", api.admin, 404, "runId"),
+        (path, api.bob, 404, "runId"),  # not bob's run
+        (path, None, 401, None),
+        (f"{path}?wait=31", api.alice, 422, "wait"),
+        (f"{path}?wait=-1", api.alice, 422, "wait"),
+        (f"{path}?wait=soon", api.alice, 422, "wait"),
+        (f"/v1/runs/{run.run_id}/values/{'k' * 201}", api.alice, 422, "key"),
+    ]
+    for where, token, status, field in cases:
+        got = api.call("GET", where, token)
+        assert got.status_code == status, (where, got.text)
+        if field is not None:
+            assert got.json()["error"]["field"] == field, got.text

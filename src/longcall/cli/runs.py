@@ -31,7 +31,7 @@ from longcall.cli._support import (
     open_app,
     output_option,
 )
-from longcall.cli.run_messages import runs_send
+from longcall.cli.run_messages import runs_send, runs_value
 from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
@@ -423,3 +423,4 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
 
 
 runs.add_command(runs_send)
+runs.add_command(runs_value)

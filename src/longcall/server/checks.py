@@ -32,6 +32,7 @@ PATH_RULES: Mapping[str, str] = {
     "cron_id": "cron_id",
     "session_id": "session_id",
     "source": "source",
+    "event_key": "event_key",
 }
 """Each path parameter's rule (names as in the routes)."""
 
