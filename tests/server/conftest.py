@@ -147,7 +147,7 @@ class Approval(pydantic.BaseModel):
 @pytest.fixture
 def served(db_url: str) -> Iterator[Served]:
     """The API and the worker loops on a free port; alice's scripted agent starts export jobs,
-    and a refund workflow asks for an approval."""
+    a refund workflow asks for an approval, and an inbox workflow waits for a message."""
     with serving(db_url, worker=True) as served:
         yield served
 
@@ -175,6 +175,10 @@ def serving(url: str, *, worker: bool) -> Iterator[Served]:
         answer = ctx.interrupt("Approve the refund?", schema=Approval)
         ctx.emit("answered", answer.model_dump())
         return answer.model_dump()
+
+    @app.workflow("inbox")
+    def inbox(ctx: longcall.TaskContext) -> Any:
+        return ctx.recv("orders")
 
     agent = longcall.ScriptedAgent(
         app, rules=[longcall.Rule("export", calls=[("export", {"fmt": "csv"})])]

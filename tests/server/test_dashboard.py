@@ -333,6 +333,36 @@ def answer_through_the_form(page: Any, served: Served) -> None:
     assert served.app.store.get_run(run_id).result == answer
 
 
+def test_a_message_is_sent_to_a_run_from_its_page(browser: Any, served: Served) -> None:
+    """A run waiting in ctx.recv: a message without a topic is refused naming the field and
+    nothing is kept; one with a topic is kept, the run receives it and completes, and the
+    form is disabled once the run has finished."""
+    from playwright.sync_api import expect
+
+    answer = served.api.post("/v1/runs", json={"workflowId": "inbox"})
+    assert answer.status_code == 201, answer.text
+    run_id = str(answer.json()["runId"])
+    with logged_in(browser, served, expected=("status of 422",)) as page:
+        page.goto(f"{served.url}/runs/{quote(run_id, safe='')}")
+        expect(page.locator("#live")).to_have_text("live", timeout=5000)
+        form = page.locator("#send-message form")
+        form.get_by_label("Message (JSON)").fill('{"n": 1}')
+        expect(form.locator(".curl")).to_contain_text(f"/v1/runs/{run_id}/messages")
+        form.get_by_role("button", name="Send a message").click()
+        expect(page.locator("#outcome")).to_have_text("topic: Field required", timeout=5000)
+        assert served.app.store.get_run(run_id).status is not longcall.RunStatus.COMPLETED
+        form.get_by_label("Topic").fill("orders")
+        expect(form.locator(".curl")).to_contain_text('"topic":"orders"')
+        form.get_by_role("button", name="Send a message").click()
+        expect(page.locator("#outcome")).to_have_text(
+            "Sent: message 1 on “orders”, kept until the run receives it.", timeout=5000
+        )
+        expect(page.locator("h1 .badge")).to_have_text("completed", timeout=10000)
+        expect(page.locator("[data-field=result]")).to_contain_text('"n": 1')
+        expect(page.locator("#send-message button")).to_be_disabled()
+    assert served.app.store.get_run(run_id).result == {"n": 1}
+
+
 # -- schedules --------------------------------------------------------------------------------
 
 

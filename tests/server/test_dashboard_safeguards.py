@@ -88,6 +88,7 @@ def test_ends_and_answers_ask_first_and_look_apart_from_harmless_actions(served:
     assert forms(served.page(f"/runs/{run_id}").text) == {
         "answers": ("action decision", True),
         "cancel": ("action danger", True),
+        "messages": ("action", False),
     }
     cron_id = create_schedule(served, "nightly")["cronId"]
     assert forms(served.page(f"/schedules/{cron_id}").text) == {

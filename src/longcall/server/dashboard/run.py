@@ -1,6 +1,6 @@
-"""One workflow run's page at ``/runs/{run_id}``: its steps, event log, cancel button, and the
-answer form for the questions it waits on (:mod:`.answers`). A queued run whose workflow no
-live worker has registered says so.
+"""One workflow run's page at ``/runs/{run_id}``: its steps, event log, cancel button, a form
+sending a message to its ``ctx.recv``, and the answer form for the questions it waits on
+(:mod:`.answers`). A queued run whose workflow no live worker has registered says so.
 
 ``/live/runs/{run_id}`` sends the page's pieces again, from the same templates, whenever the
 run changes or its log grows, and ends once the run has completed, failed or been cancelled.
@@ -30,6 +30,7 @@ from longcall.server.dashboard._render import (
     query,
 )
 from longcall.server.dashboard.answers import answer_form
+from longcall.server.dashboard.job import Action, Field
 from longcall.server.dashboard.runs import live_workflows, stranded
 
 CANCEL = Confirm(
@@ -38,6 +39,14 @@ CANCEL = Confirm(
     "cancelled with it.",
     "Cancel the run",
     "Nothing was sent; the run goes on.",
+)
+SEND = Action(
+    "messages",
+    "Send a message",
+    (
+        Field("topic", "Topic (what the run's ctx.recv waits on)", "text"),
+        Field("message", "Message (JSON)", "json", "null"),
+    ),
 )
 RUN_FIELDS = (
     ("workflowId", "Workflow"),
@@ -83,6 +92,7 @@ async def _pieces(
         "stranded": alone,
         "form": answer_form(path, url, pending) if pending else None,
         "confirm": CANCEL,
+        "send": SEND,
         "path": path,
         "url": url,
         "rows": log_rows(events),

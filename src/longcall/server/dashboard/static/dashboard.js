@@ -16,13 +16,13 @@ function say(message, isError = false) {
   box.className = isError ? 'outcome error' : 'outcome';
 }
 
-// A refusal that lists several problems (a run's answers) names each one's field.
+// A refusal names the field at fault (each one's, when it lists several problems, as a
+// run's answers do), unless its message already does.
+const withField = (e) => (e.field && !e.message.includes(e.field) ? `${e.field}: ${e.message}` : e.message);
 function problem(data, response) {
   const error = data?.error;
-  if (error?.errors?.length) {
-    return error.errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)).join('; ');
-  }
-  return error?.message ?? `${response.status} ${response.statusText}`;
+  if (error?.errors?.length) return error.errors.map(withField).join('; ');
+  return error?.message ? withField(error) : `${response.status} ${response.statusText}`;
 }
 
 async function api(method, path, body) {
@@ -164,6 +164,10 @@ const outcomes = {
   job: (a) => (a.changed ? `Done; the job is ${a.job.state}.` : `Nothing changed; the job is ${a.job.state}.`),
   redeliver: (a) => `Done; its delivery is ${a.job.delivery}.`,
   answers: (a) => `Answered; the run is ${a.status}.`,
+  messages: (a) =>
+    a.created
+      ? `Sent: message ${a.seq} on “${a.topic}”, kept until the run receives it.`
+      : `Not sent again: message ${a.seq} on “${a.topic}” had this key.`,
   cancel: (a) => {
     const stops = a.cancelRequested && !['completed', 'failed', 'cancelled'].includes(a.status);
     return `The run is ${a.status}${stops ? '; it stops at its next task call' : ''}.`;
