@@ -27,6 +27,7 @@ from longcall.errors import (
     ConfigError,
     CronConflict,
     CronNotFound,
+    InvalidValue,
     JobNotFound,
     LongcallError,
     NotRedeliverable,
@@ -91,7 +92,8 @@ def json_arg(value: str | None, what: str) -> Any:
 
 @contextmanager
 def open_app(database: str, *, migrate: bool = False) -> Iterator[Any]:
-    """The App on ``database``; exits with the code for a bad URL, the database or a job."""
+    """The App on ``database``; exits with the code for a bad URL, the database, a job or
+    run not found, a run whose state refuses the request, or a value refused."""
     from longcall.app import App
 
     try:
@@ -109,9 +111,15 @@ def open_app(database: str, *, migrate: bool = False) -> Iterator[Any]:
         sys.exit(EXIT_DATABASE)
     try:
         yield app
-    except JobNotFound as exc:
+    except (JobNotFound, RunNotFound) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_NOT_FOUND)
+    except RunStateError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_CONFLICT)
+    except InvalidValue as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
     except StoreError as exc:
         click.echo(f"error: database: {exc}", err=True)
         sys.exit(EXIT_DATABASE)

@@ -9,9 +9,7 @@ import sys
 import click
 
 from longcall.cli._support import (
-    EXIT_CONFLICT,
     EXIT_NOT_FOUND,
-    EXIT_USAGE,
     database_option,
     duration,
     emit,
@@ -19,7 +17,6 @@ from longcall.cli._support import (
     open_app,
     output_option,
 )
-from longcall.errors import InvalidValue, RunNotFound, RunStateError
 
 
 @click.command("send")
@@ -44,18 +41,8 @@ def runs_send(
     Exit 3 for an unknown run, 5 for a finished one, 2 for a bad topic, key or message.
     """
     message = json_arg(message_text, "--message")
-    with open_app(database) as app:
-        try:
-            sent = app.send(run_id, topic, message, idempotency_key=idempotency_key)
-        except RunNotFound as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_NOT_FOUND)
-        except RunStateError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_CONFLICT)
-        except InvalidValue as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_USAGE)
+    with open_app(database) as app:  # it exits with the code of each refusal
+        sent = app.send(run_id, topic, message, idempotency_key=idempotency_key)
     data = {"runId": sent.run_id, "topic": sent.topic, "seq": sent.seq, "created": sent.created}
     note = "sent" if sent.created else "already sent with this key"
     emit(data, output, lambda: click.echo(f"{run_id}: message {sent.seq} on {topic!r} {note}"))
@@ -80,16 +67,9 @@ def runs_value(database: str, output: str | None, wait: float, run_id: str, key:
     Exit 3 for an unknown run, or when the run has published no KEY by the end of the wait;
     2 for a bad key.
     """
-    with open_app(database) as app:
-        try:
-            app.get_event(run_id, key, wait=wait)  # checks the run and key; waits for a value
-            found, value = app.monitor.run_value(run_id, key)
-        except RunNotFound as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_NOT_FOUND)
-        except InvalidValue as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_USAGE)
+    with open_app(database) as app:  # it exits with the code of each refusal
+        app.get_event(run_id, key, wait=wait)  # checks the run and key; waits for a value
+        found, value = app.monitor.run_value(run_id, key)
     if not found:
         click.echo(f"error: run {run_id} has published no value under {key!r}", err=True)
         sys.exit(EXIT_NOT_FOUND)
