@@ -214,7 +214,8 @@ def test_mask_url_hides_passwords_and_nothing_else(url: str, shown: str) -> None
 
 
 def test_jobs_extend_moves_the_deadline_from_now(db_url: str) -> None:
-    """extend --deadline 45m sets the deadline 45 minutes from now and logs it."""
+    """extend --deadline 45m sets the deadline 45 minutes from now and logs it; 5400 is
+    seconds."""
     start_export(db_url)
     before = time.time()
     result = cli(
@@ -231,6 +232,10 @@ def test_jobs_extend_moves_the_deadline_from_now(db_url: str) -> None:
         "jobs", "extend", "export:csv", "--deadline", "1h30m", "--database", db_url, "-o", "table"
     )
     assert text.exit_code == 0 and "(in 90 minutes)" in text.output
+    seconds = cli(
+        "jobs", "extend", "export:csv", "--deadline", "5400", "--database", db_url, "-o", "table"
+    )
+    assert seconds.exit_code == 0 and "(in 90 minutes)" in seconds.output  # plain seconds
 
 
 @pytest.mark.parametrize(

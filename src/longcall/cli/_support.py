@@ -15,6 +15,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,9 @@ output_option = click.option(
 )
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
 def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
     """Option callback: ``90s``, ``45m``, ``1h30m``, ``2d`` or plain seconds, as seconds."""
     if value is None:
@@ -76,7 +80,7 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     from longcall.core.jobs import parse_duration
 
     try:
-        return parse_duration(value)
+        return parse_duration(float(value) if _NUMBER.fullmatch(value.strip()) else value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
 

@@ -102,7 +102,7 @@ ACTIONS = (
     Action(
         "extend",
         "Extend the deadline",
-        (Field("deadline", "New deadline from now (45m, 2h, or seconds)", "text", "30m"),),
+        (Field("deadline", "New deadline from now (45m, 2h or 90s)", "text", "30m"),),
     ),
 )
 # Not among ACTIONS: it serves a finished job whose answer never reached its session.
