@@ -335,14 +335,17 @@ def test_an_async_parent_awaits_its_child(app: App) -> None:
     @app.workflow
     async def async_parent(ctx: TaskContext) -> int:
         handle = await ctx.start_child("double", 4)
-        return int(await handle.result()) + 1
+        again = await ctx.start_child_async("double", 5)
+        return int(await handle.result()) + int(await again.result_async()) + 1
 
     run = app.run_workflow(async_parent)
     assert run.status is RunStatus.SLEEPING
-    [child] = children(app, run.run_id)
-    app.continue_run(child.run_id)
+    kids = children(app, run.run_id)
+    assert sorted(c.input for c in kids) == [4, 5]
+    for kid in kids:
+        app.continue_run(kid.run_id)
     done = app.continue_run(run.run_id)
-    assert done.status is RunStatus.COMPLETED and done.result == 9
+    assert done.status is RunStatus.COMPLETED and done.result == 19
 
 
 def test_a_wait_with_a_timeout_raises_child_timeout(app: App, clock: FakeClock) -> None:
@@ -407,3 +410,39 @@ def test_no_wake_up_is_lost_when_children_end_as_parents_suspend(app: App) -> No
     assert [d.result for d in done] == [n + 1 for n in range(40)]
     counted = sql_rows(app.url, "SELECT count(*) FROM lc_runs WHERE parent_run_id IS NOT NULL")
     assert counted == [(40,)]
+
+
+def test_a_child_created_as_its_parent_is_cancelled_is_cancelled_too(app: App) -> None:
+    """The parent's cancel was asked just before its start reached the store: the child is
+    cancelled in the transaction that creates it; an abandoned one is left queued."""
+    parent = app.submit_run("held")
+    app.store.hold_run(parent.run_id, "someone", lease=60)
+    app.cancel_run(parent.run_id)  # running: flagged, it stops at its next task call
+    store = app.store
+    kept, _ = store.create_child_run(
+        "run-kept",
+        "held",
+        None,
+        parent_run_id=parent.run_id,
+        child_key="a",
+        on_parent_cancel="abandon",
+    )
+    gone, created = store.create_child_run(
+        "run-gone",
+        "held",
+        None,
+        parent_run_id=parent.run_id,
+        child_key="b",
+        on_parent_cancel="cancel",
+    )
+    assert created and gone.status is RunStatus.CANCELLED
+    assert kept.status is RunStatus.QUEUED
+    again, created = store.create_child_run(
+        "run-other",
+        "held",
+        None,
+        parent_run_id=parent.run_id,
+        child_key="b",
+        on_parent_cancel="cancel",
+    )
+    assert not created and again.run_id == "run-gone"

@@ -70,6 +70,12 @@ class ChildHandle:
         exe.check_in()
         return self._outcome(*self._look(seconds), seconds)
 
+    # The timeout is durable (the database's clock, across restarts): asyncio's cannot be.
+    async def result_async(self, timeout: float | str | None = None) -> Any:  # noqa: ASYNC109
+        """:meth:`result` for async workflows (``await handle.result()`` does the same)."""
+        in_body("result (of a child)")
+        return await self._result_async(None if timeout is None else sleep_seconds(timeout))
+
     async def _result_async(self, seconds: float | None) -> Any:
         exe = self._exe
         exe.check_in()

@@ -322,6 +322,20 @@ class TaskContext:
 
         return start_child(self._exe, workflow, input, key=key, on_parent_cancel=on_parent_cancel)
 
+    async def start_child_async(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        key: str | None = None,
+        on_parent_cancel: str = "cancel",
+    ) -> Any:
+        """:meth:`start_child` for async workflows (``await ctx.start_child(...)`` does the
+        same)."""
+        if not self._exe.is_async:
+            raise WorkflowError("ctx.start_child_async is for async workflows: use start_child")
+        return await self.start_child(workflow, input, key=key, on_parent_cancel=on_parent_cancel)
+
     def _timer(self, kind: str, seconds: float | None, until: float | None) -> Any:
         in_body(kind)
         exe = self._exe
