@@ -1,6 +1,7 @@
 """A worker process for the child-workflow tests: it executes ``mom`` and ``kid`` runs until
 it is killed. ``mom`` starts a ``kid`` and returns what it returned; ``kid`` logs
-``kid <pid> <time>``, works ``seconds`` (its input) in a task, and returns its pid.
+``kid <pid> <time>``, works ``seconds`` (its input) in a task, and returns its pid. ``boss``
+starts a ``ticker``, which logs ``tick`` and then calls a 50 ms task ``ticks`` times.
 
 Run by path: ``python tests/workflows/child_procs.py --url URL --effects FILE [--crash]``.
 With ``--crash`` the process SIGKILLs itself right after the store has created a child run,
@@ -45,6 +46,17 @@ def build_app(url: str, effects: Path) -> App:
     def kid(seconds: float) -> int:
         log("kid")
         return work(seconds)
+
+    @app.workflow
+    def ticker(ticks: int) -> int:
+        log("tick")
+        for _ in range(ticks):
+            work(0.05)
+        return ticks
+
+    @app.workflow
+    def boss(ticks: int, ctx: TaskContext) -> int:
+        return int(ctx.start_child(ticker, ticks).result())
 
     @app.workflow
     def mom(seconds: float, ctx: TaskContext) -> dict[str, Any]:

@@ -116,3 +116,34 @@ def test_a_worker_killed_while_the_child_works_leaves_one_child(
     assert done.result == {"child": child, "pid": second.pid}
     # The child's first task was checkpointed by A; only its task in flight ran again, in B.
     assert [(what, pid) for what, pid, _ in read_effects(effects)] == [("kid", first.pid)]
+
+
+@pytest.mark.slow
+def test_cancelling_the_parent_from_another_process_stops_its_running_child(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The parent sleeps on its child, which works in a worker process; this process cancels
+    the parent: both end cancelled, the child at its next task call, long before its work
+    would have finished (600 ticks of 50 ms)."""
+    effects = tmp_path / "fx.log"
+    with build_app(db_url, effects) as app:
+        run = app.submit_run("boss", 600)
+        worker = spawn(db_url, tmp_path, "w")
+        try:
+            deadline = time.monotonic() + 60
+            while not read_effects(effects):
+                assert time.monotonic() < deadline and worker.poll() is None
+                time.sleep(0.02)
+            [(child,)] = child_rows(db_url, run.run_id)
+            while not any(s.name.endswith("work") for s in app.store.run_steps(child)):
+                assert time.monotonic() < deadline and worker.poll() is None
+                time.sleep(0.02)
+            asked = time.monotonic()
+            assert app.cancel_run(run.run_id).status is RunStatus.CANCELLED
+            stopped = wait_for(app, child, RunStatus.CANCELLED, seconds=30)
+            took = time.monotonic() - asked
+        finally:
+            kill(worker)
+        ticks = [s for s in app.store.run_steps(child) if s.name.endswith("work")]
+    assert stopped.error["type"] == "Cancelled"
+    assert took < 20 and 0 < len(ticks) < 600, (took, len(ticks))
