@@ -31,6 +31,7 @@ from longcall.errors import (
 )
 from longcall.logs import about
 from longcall.runtime import Runtime
+from longcall.store._run_children import CHILD_TOPIC
 from longcall.store.runs import CANCELLED, Checkpoint, Held, NextClaim
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._leases import Heartbeat
@@ -470,7 +471,8 @@ class Workflows:
         )
         if ended is not None:
             self.runtime.observers.tell(RunEnded(run.workflow_id, status.value))
-            if asleep and recv_topic is not None:  # a message sent while it was suspending
+            # A message sent while it was suspending (a child's end it has looked at already).
+            if asleep and recv_topic is not None and not recv_topic.startswith(CHILD_TOPIC):
                 store.wake_for_message(run.run_id, recv_topic)
             if asleep and wake_at is not None:
                 for listener in self.sleep_listeners:  # a worker here wakes it on time
