@@ -30,6 +30,9 @@ from longcall.core.retention import Retention
 from longcall.errors import (
     AgentError,
     AttachConflict,
+    ChildCancelled,
+    ChildFailed,
+    ChildTimeout,
     ConfigError,
     CronNotFound,
     FenceLost,
@@ -57,6 +60,7 @@ from longcall.jobs.tools import JobHandle, LongRunningTool
 from longcall.testing.scripted import Rule, ScriptedAgent
 from longcall.worker import Worker
 from longcall.workflows import (
+    ChildHandle,
     Interrupt,
     RetryPolicy,
     Run,
@@ -98,6 +102,10 @@ __all__ = [
     "AttachConflict",
     "CallIds",
     "CallObserver",
+    "ChildCancelled",
+    "ChildFailed",
+    "ChildHandle",
+    "ChildTimeout",
     "Clock",
     "ConfigError",
     "CronNotFound",

@@ -26,6 +26,9 @@
         ├── RunStateError           the run is not in a state that allows this (e.g. answers)
         ├── NonDeterminismError     a resumed run called something else than the record says
         ├── TaskError               a task failed after its retries (seen at its call site)
+        ├── ChildFailed             a child run (ctx.start_child) failed: seen at handle.result()
+        ├── ChildCancelled          a child run was cancelled: seen at handle.result()
+        ├── ChildTimeout            handle.result(timeout=...) passed before the child ended
         ├── InvalidAnswer           an answer of the wrong type, or to a question not asked
         │                           or already answered; ``errors`` lists them all
         ├── CronNotFound            no cron schedule with that id
@@ -232,6 +235,35 @@ class TaskError(WorkflowError):
         self.error_type = error_type
         self.message = message
         self.attempts = attempts
+
+
+class ChildFailed(WorkflowError):
+    """A child run (``ctx.start_child``) failed: raised by ``handle.result()``, on replay
+    too. ``error_type`` and ``message`` are the child's error."""
+
+    def __init__(self, run_id: str, error_type: str, message: str) -> None:
+        super().__init__(f"child run {run_id!r} failed: {error_type}: {message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
+
+
+class ChildCancelled(WorkflowError):
+    """A child run was cancelled before it finished: raised by ``handle.result()``."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"child run {run_id!r} was cancelled")
+        self.run_id = run_id
+
+
+class ChildTimeout(WorkflowError):
+    """``handle.result(timeout=...)`` waited that long and the child had not ended; the
+    child goes on (a later ``handle.result()`` can wait again)."""
+
+    def __init__(self, run_id: str, timeout: float) -> None:
+        super().__init__(f"child run {run_id!r} did not end within {timeout:g}s")
+        self.run_id = run_id
+        self.timeout = timeout
 
 
 class InvalidAnswer(WorkflowError):

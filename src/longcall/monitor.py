@@ -104,6 +104,10 @@ class Monitor:
     def run_steps(self, run_id: str) -> list[Step]:
         return self._runtime.store.run_steps(run_id)
 
+    def child_runs(self, run_id: str) -> list[Run]:
+        """The runs ``run_id`` started with ``ctx.start_child``, oldest first."""
+        return self._runtime.store.child_runs(run_id)
+
     def run_interrupts(self, run_id: str) -> dict[str, Interrupt]:
         """The run's questions by key, answered or not."""
         return self._runtime.store.run_interrupts(run_id)

@@ -169,6 +169,10 @@ class Run(Shape):
         str | None,
         pydantic.Field(description="The topic a run waiting in ``ctx.recv`` waits for."),
     ] = None
+    parent_run_id: Annotated[
+        str | None,
+        pydantic.Field(description="The run whose ``ctx.start_child`` started this one."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -191,6 +195,7 @@ class Run(Shape):
             finished_at=iso(run.finished_at),
             wake_at=iso(run.wake_at),
             recv_topic=run.recv_topic,
+            parent_run_id=run.parent_run_id,
         )
 
 

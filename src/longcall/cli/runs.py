@@ -216,6 +216,7 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
         "pendingInterrupts": [interrupt_json(i) for i in details.pending],
         "steps": [step_json(s) for s in details.steps],
         "events": [event_json(e) for e in details.events],
+        "children": [run_json(c) for c in details.children],
     }
 
     def table() -> None:
@@ -232,6 +233,7 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
             "workflowId",
             "status",
             "wakeAt",
+            "parentRunId",
             "userId",
             "input",
             "result",
@@ -252,6 +254,8 @@ def runs_show(database: str, output: str | None, run_id: str) -> None:
             line("step", f"#{step.position} {step.name} → {outcome}")
         for event in details.events:
             line("event", f"#{event.seq} {event.kind} {json.dumps(event.data, default=str)}")
+        for child in details.children:
+            line("child", f"{child.run_id} {child.workflow_id} {child.status.value}")
 
     emit(data, output, table)
 

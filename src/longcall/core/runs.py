@@ -55,6 +55,7 @@ class Run:
     finished_at: float | None
     wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
     recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
+    parent_run_id: str | None = None  # the run whose ``ctx.start_child`` started this one
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.

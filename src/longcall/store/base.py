@@ -38,6 +38,7 @@ from longcall.store._hooks import HookOps
 from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
 from longcall.store._retention import RetentionOps
+from longcall.store._run_children import RunChildOps
 from longcall.store._run_messages import RunMessageOps
 from longcall.store._sessions import SessionOps
 from longcall.store._tokens import TokenOps
@@ -134,6 +135,7 @@ class Store(
     HookOps,
     TokenOps,
     LoginOps,
+    RunChildOps,
     RunOps,
     RunMessageOps,
     CronOps,

@@ -45,6 +45,7 @@ def run_from_row(row: Row) -> Run:
         finished_at=row["finished_at"],
         wake_at=row["wake_at"],
         recv_topic=row["recv_topic"],
+        parent_run_id=row["parent_run_id"],
     )
 
 
@@ -411,7 +412,10 @@ class RunOps(StoreCore):
             "now": now,
             **_NO_STEP,
         }
-        single = not for_job and not asked and not consumed
+        # A child's end wakes its parent, and a parent suspending on a child looks at it,
+        # in the end's transaction.
+        waits_child = recv_topic is not None and recv_topic.startswith("longcall.child:")
+        single = not for_job and not asked and not consumed and not waits_child
         if single and step is not None and self.merges_checkpoints:
             params |= step.params()
         elif step is not None:
@@ -454,16 +458,33 @@ class RunOps(StoreCore):
                 # The run did a long-running tool's work: its end is the job's result, in
                 # the same transaction, so neither can happen without the other.
                 woke.append(self._run_ended_in(tx, ended, now))
+            if ended.parent_run_id is not None and status.terminal:
+                queued.append(self._wake_parent(tx, ended, now))
+            if waits_child and recv_topic is not None:
+                queued.append(self._wake_for_child(tx, run_id, recv_topic, now))
             return ended
 
         woke: list[bool] = []
+        queued: list[bool] = []
         ended = self._transact(work)
         if any(woke):
             self._after_ready()
+        if any(queued):
+            self._runs_queued()
         return ended
 
     def _run_ended_in(self, tx: Tx, run: Run, now: float | None) -> bool:
         """Finish the job whose work ``run`` was; True when that made a delivery ready."""
+        raise NotImplementedError
+
+    # Child workflows (see _run_children.py): the hooks a run's end and cancel call.
+    def _wake_parent(self, tx: Tx, run: Run, now: float | None) -> bool:
+        raise NotImplementedError
+
+    def _wake_for_child(self, tx: Tx, run_id: str, topic: str, now: float | None) -> bool:
+        raise NotImplementedError
+
+    def _cancel_children(self, tx: Tx, parent_run_id: str, now: float | None) -> None:
         raise NotImplementedError
 
     def list_runs(
@@ -550,17 +571,25 @@ class RunOps(StoreCore):
         """Ask for the run to be cancelled; None when it had already ended (or is unknown)."""
         now = self.now()
         woke: list[bool] = []
+        queued: list[bool] = []
 
         def work(tx: Tx) -> Run | None:
+            woke.clear()
+            queued.clear()
             row = tx.one("request_run_cancel", run_id=run_id, error=dumps(CANCELLED), now=now)
             if row is None:
                 return None
             run = run_from_row(row)
             if run.status is RunStatus.CANCELLED and run.job_id is not None:
                 woke.append(self._run_ended_in(tx, run, now))  # a queued or waiting run
+            if run.status is RunStatus.CANCELLED and run.parent_run_id is not None:
+                queued.append(self._wake_parent(tx, run, now))
+            self._cancel_children(tx, run_id, now)
             return run
 
         cancelled = self._transact(work)
         if any(woke):
             self._after_ready()
+        if any(queued):
+            self._runs_queued()
         return cancelled

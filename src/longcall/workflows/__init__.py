@@ -8,6 +8,7 @@ that was in flight when a process died runs again.
 
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.answers import answer_problems, key_number
+from longcall.workflows.children import ChildHandle
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
 from longcall.workflows.runs import RunDetails, Workflow, Workflows
 from longcall.workflows.state import (
@@ -28,6 +29,7 @@ from longcall.workflows.state import (
 __all__ = [
     "Append",
     "Cancelled",
+    "ChildHandle",
     "Custom",
     "Interrupt",
     "Merge",

@@ -304,6 +304,38 @@ class TaskContext:
         exe.publish(key, data)
         return None
 
+    def start_child(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        key: str | None = None,
+        on_parent_cancel: str = "cancel",
+    ) -> Any:
+        """Start a run of ``workflow`` (registered on this app, or its id) with ``input``,
+        as a child of this run: a :class:`~longcall.workflows.children.ChildHandle` whose
+        ``result()`` waits for it durably. Started once per ``key`` (the call's position in
+        the body by default), however often this run replays. Cancelling this run cancels
+        the child too, unless ``on_parent_cancel="abandon"``. In an async workflow, ``await``
+        the handle."""
+        from longcall.workflows.children import start_child
+
+        return start_child(self._exe, workflow, input, key=key, on_parent_cancel=on_parent_cancel)
+
+    async def start_child_async(
+        self,
+        workflow: Any,
+        input: Any = None,
+        *,
+        key: str | None = None,
+        on_parent_cancel: str = "cancel",
+    ) -> Any:
+        """:meth:`start_child` for async workflows (``await ctx.start_child(...)`` does the
+        same)."""
+        if not self._exe.is_async:
+            raise WorkflowError("ctx.start_child_async is for async workflows: use start_child")
+        return await self.start_child(workflow, input, key=key, on_parent_cancel=on_parent_cancel)
+
     def _timer(self, kind: str, seconds: float | None, until: float | None) -> Any:
         in_body(kind)
         exe = self._exe
@@ -367,6 +399,8 @@ class Execution:
         self._settled: dict[int, tuple[list[tuple[str, Any]], bool]] = {}
         self._applied = 0  # positions whose state changes are applied, in order
         self.ctx = TaskContext(self)
+        # The app's workflows by id, for ctx.start_child (the Workflows sets it).
+        self.registry: dict[str, Any] = {}
         self._renew_at = time.monotonic() + lease / 3
         # The last task call's checkpoint, not yet written (``holds_back``): the run's end
         # writes it, or the next thing the run records, or the app's late writer.

@@ -296,7 +296,10 @@ class RunWorker:
             if slot.abandoned or run_id not in (None, slot.run.run_id):
                 return None
             slot.abandoned = True
-            self._direct.pop(slot.run.run_id, None)
+            # Another slot's chain may hold the same run by now (it ended here, was woken,
+            # and claimed there at once, as a parent woken by its child is): keep its entry.
+            if self._direct.get(slot.run.run_id) is slot:
+                del self._direct[slot.run.run_id]
             return slot.run
 
     def _defer(self) -> None:
@@ -375,7 +378,8 @@ class RunWorker:
     def _done(self, slot: _Slot, task: asyncio.Task[Run]) -> None:
         with self._moving:
             slot.abandoned = True
-            self.active.pop(slot.run.run_id, None)
+            if self.active.get(slot.run.run_id) is task:  # see _free_direct
+                del self.active[slot.run.run_id]
             self.executed += 1 + slot.chained
         self._cancel_seen.pop(slot.run.run_id, None)
         self._room_left()

@@ -13,7 +13,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 import pydantic
@@ -31,6 +31,7 @@ from longcall.errors import (
 )
 from longcall.logs import about
 from longcall.runtime import Runtime
+from longcall.store._run_children import CHILD_TOPIC
 from longcall.store.runs import CANCELLED, Checkpoint, Held, NextClaim
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._leases import Heartbeat
@@ -137,6 +138,8 @@ class RunDetails:
     steps: list[Step]
     interrupts: list[Interrupt]
     events: list[RunEvent]
+    # The runs it started with ``ctx.start_child``, oldest first.
+    children: list[Run] = field(default_factory=list)
 
     @property
     def status(self) -> RunStatus:
@@ -289,7 +292,7 @@ class Workflows:
     def _execution(self, wf: Workflow[..., Any], held: Held) -> Execution:
         run, steps, interrupts = held
         assert run.holder is not None, "a run executes only where it is held"
-        return Execution(
+        exe = Execution(
             self.runtime,
             self.late_checkpoints,
             run,
@@ -305,6 +308,8 @@ class Workflows:
                 and self.runtime.store.merges_checkpoints
             ),
         )
+        exe.registry = self.registry
+        return exe
 
     def execute(self, held: Held, *, then_claim: NextClaim | None = None) -> Run:
         """Execute a run this app holds, in this thread, to its end or its next interrupt;
@@ -457,7 +462,8 @@ class Workflows:
             error=error,
             asked=asked,
             consumed=consumed,
-            for_job=run.job_id is not None,
+            # a child's end wakes its parent in the end's transaction (not a single statement)
+            for_job=run.job_id is not None or run.parent_run_id is not None,
             then_claim=then_claim,
             step=step,
             wake_at=wake_at if asleep else None,
@@ -465,7 +471,8 @@ class Workflows:
         )
         if ended is not None:
             self.runtime.observers.tell(RunEnded(run.workflow_id, status.value))
-            if asleep and recv_topic is not None:  # a message sent while it was suspending
+            # A message sent while it was suspending (a child's end it has looked at already).
+            if asleep and recv_topic is not None and not recv_topic.startswith(CHILD_TOPIC):
                 store.wake_for_message(run.run_id, recv_topic)
             if asleep and wake_at is not None:
                 for listener in self.sleep_listeners:  # a worker here wakes it on time
@@ -530,7 +537,13 @@ class Workflows:
         store = self.runtime.store
         run = store.get_run(run_id)
         interrupts = sorted(store.run_interrupts(run_id).values(), key=lambda i: key_number(i.key))
-        return RunDetails(run, store.run_steps(run_id), interrupts, store.run_events(run_id))
+        return RunDetails(
+            run,
+            store.run_steps(run_id),
+            interrupts,
+            store.run_events(run_id),
+            store.child_runs(run_id),
+        )
 
     async def events(
         self, run_id: str, *, after: int = 0, follow: bool = True, poll: float | str = "200ms"

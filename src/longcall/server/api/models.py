@@ -114,6 +114,9 @@ class RunDetails(Run):
 
     pending_interrupts: list[PendingInterrupt]
     steps: list[Step]
+    children: Annotated[
+        list[Run], pydantic.Field(description="The runs it started as children, oldest first.")
+    ]
 
 
 class Problem(Shape):

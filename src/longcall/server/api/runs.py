@@ -73,6 +73,7 @@ def details(app: App, run: Run) -> models.RunDetails:
         **dict(RunShape.of(run)),
         pending_interrupts=[PendingInterrupt.of(i) for i in _pending(run, interrupts)],
         steps=[Step.of(s) for s in app.monitor.run_steps(run.run_id)],
+        children=[RunShape.of(c) for c in app.monitor.child_runs(run.run_id)],
     )
 
 
@@ -187,7 +188,7 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
     status = q.get("status")
     if status is not None and status not in STATUSES:
         return error(422, "invalid_query", f"unknown status {status!r}", "status")
-    for name in ("workflow", "user"):
+    for name in ("workflow", "user", "parent"):
         if "\x00" in q.get(name, ""):
             return error(422, "invalid_query", "no NUL characters here", name)
     limit_text = q.get("limit", "50")
@@ -202,6 +203,18 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
     if who.admin and q.get("user"):
         user = q["user"]
     limit = int(limit_text)
+    if q.get("parent"):
+        children = await app.in_thread(app.monitor.child_runs, q["parent"])
+        wanted = [
+            r
+            for r in children
+            if (status is None or r.status.value == status)
+            and (not q.get("workflow") or r.workflow_id == q["workflow"])
+            and (user is None or r.user_id == user)
+        ]
+        return reply(
+            models.RunList(runs=[RunShape.of(r) for r in wanted[:limit]], next_cursor=None)
+        )
     runs = await app.in_thread(
         app.list_runs,
         status=RunStatus(status) if status else None,
@@ -352,6 +365,10 @@ OPERATIONS = (
             query("status", "Only runs in this status.", {"enum": STATUSES}),
             query("workflow", "Only runs of this workflow."),
             query("user", "Only this user's runs (an admin's token)."),
+            query(
+                "parent",
+                "Only the children of this run (ctx.start_child), oldest first, in one page.",
+            ),
             *PAGE,
         ),
         answers={200: Answer("A page of runs.", models.RunList)},

@@ -158,7 +158,10 @@ CREATE TABLE lc_runs (
     finished_at      REAL,
     wake_at          REAL,  -- schema 17: asleep in ctx.sleep (or ctx.recv) until then
     recv_topic       TEXT,  -- schema 17: the topic a run waiting in ctx.recv wants
-    message_seq      INTEGER NOT NULL DEFAULT 0
+    message_seq      INTEGER NOT NULL DEFAULT 0,
+    parent_run_id    TEXT,  -- schema 18: the run whose ctx.start_child started this one
+    child_key        TEXT,  -- schema 18: the key it was started under, unique per parent
+    on_parent_cancel TEXT  -- schema 18: 'cancel' or 'abandon' when the parent is cancelled
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
@@ -169,6 +172,9 @@ CREATE INDEX lc_runs_created ON lc_runs (created_at, run_id);
 -- Runs that share a concurrency key (a 'queue' schedule's) start one at a time, in order.
 CREATE INDEX lc_runs_key ON lc_runs (concurrency_key, created_at) WHERE concurrency_key IS NOT NULL;
 CREATE INDEX lc_runs_cron ON lc_runs (cron_id, status) WHERE cron_id IS NOT NULL;
+-- A child run is started once per (parent, key) (schema 18); it also lists a run's children.
+CREATE UNIQUE INDEX lc_runs_children ON lc_runs (parent_run_id, child_key)
+    WHERE parent_run_id IS NOT NULL;
 
 -- One row per task call, committed before the call returns: the run's checkpoints.
 CREATE TABLE lc_run_steps (
