@@ -39,6 +39,7 @@ from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
 from longcall.store._retention import RetentionOps
 from longcall.store._run_messages import RunMessageOps
+from longcall.store._run_streams import RunStreamOps
 from longcall.store._sessions import SessionOps
 from longcall.store._tokens import TokenOps
 from longcall.store._workers import WorkerOps
@@ -136,6 +137,7 @@ class Store(
     LoginOps,
     RunOps,
     RunMessageOps,
+    RunStreamOps,
     CronOps,
     WorkerOps,
 ):
