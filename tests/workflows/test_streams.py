@@ -325,3 +325,26 @@ def test_a_worker_killed_mid_stream_leaves_a_tagged_partial_attempt(
     assert len(set(attempts[:3])) == 1 and len(set(attempts[3:])) == 1
     assert attempts[0] != attempts[3]
     assert status == ["started", "done"]  # the body's write was not made again on resume
+
+
+def test_tasks_writing_one_stream_at_once_lose_nothing(app: App) -> None:
+    """Two async tasks write 40 items each to one stream at the same time, from the
+    runtime's threads: 80 items, seq 1..80 with no gap, each task's in its own order."""
+
+    @app.task
+    async def speak(name: str, ctx: TaskContext) -> None:
+        for n in range(40):
+            await ctx.stream_async("tokens", f"{name}{n}")
+
+    @app.workflow
+    async def chorus(ctx: TaskContext) -> str:
+        await asyncio.gather(speak("a"), speak("b"))
+        return "ok"
+
+    run = app.submit_run(chorus)
+    assert app.continue_run(run.run_id).status is RunStatus.COMPLETED
+    items = list(app.read_stream(run.run_id, "tokens"))
+    assert [i.seq for i in items] == list(range(1, 81))
+    for name in "ab":
+        mine = [i.value for i in items if i.value.startswith(name)]
+        assert mine == [f"{name}{n}" for n in range(40)]

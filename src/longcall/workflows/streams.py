@@ -19,7 +19,9 @@ the run is no longer the writer's (taken over after its lease ran out) and after
 
 Reading polls the store, 5 ms after a write and backing off to ``POLL_MAX`` while the stream
 is quiet: a reader costs one indexed query per look, on any backend, and needs no connection
-of its own (a server may hold many streams open).
+of its own (a server may hold many streams open). PostgreSQL's LISTEN/NOTIFY is not used:
+every NOTIFY wakes every listening session in the database (the run workers' watch, the
+deliverers), and a token stream would send one per token.
 """
 
 from __future__ import annotations
