@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from longcall.app import App
+from longcall.errors import RunNotFound
 from longcall.server.api.operation import Answer, Operation, query
 from longcall.server.api.requests import whole_number
 from longcall.server.api.runs import _authorized, visible_run
@@ -91,9 +92,12 @@ async def read(request: Request, app: App, who: Principal) -> Response:
     async def messages() -> AsyncIterator[bytes]:
         after, wait, quiet_since = start, POLL_MIN, time.monotonic()
         while not closing.is_set():
-            items, ended = await app.in_thread(
-                app.stream_items, run.run_id, key, after=after, limit=PAGE
-            )
+            try:
+                items, ended = await app.in_thread(
+                    app.stream_items, run.run_id, key, after=after, limit=PAGE
+                )
+            except RunNotFound:  # pruned (or deleted) while the stream was open
+                items, ended = [], True
             for item in items:
                 after = item.seq
                 shape = StreamItem(seq=item.seq, value=item.value, attempt=item.attempt)
