@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from longcall import RunStatus
+from longcall import RunStatus, TaskContext
 from workflows.stream_procs import build_app
 from workflows.test_timers import kill, wait_for
 
@@ -141,3 +141,18 @@ def test_refusals_say_what_is_wrong(api: Api) -> None:
             body = answer.json()["error"]
             assert body["code"] == code and body["message"], body
     assert api.app.get_run(run.run_id).run.status is RunStatus.QUEUED  # nothing changed
+
+
+def test_a_failed_run_ends_its_streams(api: Api) -> None:
+    @api.app.workflow("breaks")
+    def breaks(ctx: TaskContext) -> None:
+        ctx.stream("tokens", "half")
+        raise ValueError("boom")
+
+    run = api.app.submit_run("breaks", user_id="alice")
+    assert api.app.continue_run(run.run_id).status is RunStatus.FAILED
+    got = events(api, f"/v1/runs/{run.run_id}/streams/tokens", api.alice)
+    assert [(e, i, d.get("value")) for e, i, d in got] == [
+        ("item", "1", "half"),
+        ("end", None, None),
+    ]

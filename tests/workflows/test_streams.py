@@ -348,3 +348,41 @@ def test_tasks_writing_one_stream_at_once_lose_nothing(app: App) -> None:
     for name in "ab":
         mine = [i.value for i in items if i.value.startswith(name)]
         assert mine == [f"{name}{n}" for n in range(40)]
+
+
+def test_a_running_run_cancelled_mid_stream_ends_its_stream(app: App) -> None:
+    """The run is cancelled while its task streams; it stops at its next task call, and a
+    live reader gets what was written, then the end."""
+    gate = threading.Event()
+
+    @app.task
+    def speak(ctx: TaskContext) -> None:
+        ctx.stream("tokens", "one")
+        gate.wait(10)
+        ctx.stream("tokens", "two")
+
+    @app.task
+    def never() -> None:
+        raise AssertionError("a cancelled run called its next task")
+
+    @app.workflow
+    def wf(ctx: TaskContext) -> None:
+        speak()
+        never()
+
+    run = app.submit_run(wf)
+    got: list[Any] = []
+    with worker_running(app):
+        thread = threading.Thread(
+            target=lambda: got.extend(values(app, run.run_id, "tokens", timeout=30))
+        )
+        thread.start()
+        deadline = time.monotonic() + 10
+        while app.stream_items(run.run_id, "tokens")[0] == []:
+            assert time.monotonic() < deadline, "the task never wrote"
+            time.sleep(0.01)
+        app.cancel_run(run.run_id)
+        gate.set()
+        wait_for(app, run.run_id, RunStatus.CANCELLED)
+        thread.join(10)
+    assert not thread.is_alive() and got == ["one", "two"]

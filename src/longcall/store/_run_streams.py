@@ -23,7 +23,7 @@ SEQ_RETRIES = 50  # rival writers of one stream that took the same seq (PostgreS
 class StreamItem:
     """One value of a run's stream: ``seq`` is its position (resume with ``after=seq``);
     ``attempt`` is None for a write from the workflow body, else the task attempt that wrote
-    it (``"<task position>.<execution>.<attempt>"``): a new attempt of the same task means
+    it (``"<task position>.<execution>.a<attempt>"``): a new attempt of the same task means
     the one before it failed or crashed, and its items were a partial answer."""
 
     seq: int
