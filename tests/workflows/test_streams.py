@@ -20,8 +20,7 @@ from longcall import App, RetryPolicy, RunStatus
 from longcall.core.clock import FakeClock
 from longcall.core.retention import Retention
 from longcall.errors import InvalidValue, RunNotFound
-from longcall.workflows import TaskContext
-from longcall.workflows.streams import StreamClosed
+from longcall.workflows import StreamClosed, TaskContext
 from procs import sql_rows
 
 from .stream_procs import build_app

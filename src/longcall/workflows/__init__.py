@@ -24,6 +24,7 @@ from longcall.workflows.state import (
     StateValidationError,
     Transient,
 )
+from longcall.workflows.streams import StreamClosed, StreamItem
 
 __all__ = [
     "Append",
@@ -45,6 +46,8 @@ __all__ = [
     "StateSchemaValidator",
     "StateValidationError",
     "Step",
+    "StreamClosed",
+    "StreamItem",
     "Suspend",
     "Task",
     "TaskContext",
