@@ -17,11 +17,12 @@ A stream ends when the run closes it (``ctx.close_stream``) or when the run comp
 or is cancelled, whichever is first: readers always reach an end. Writes are refused once
 the run is no longer the writer's (taken over after its lease ran out) and after a close.
 
-Reading polls the store, 5 ms after a write and backing off to ``POLL_MAX`` while the stream
-is quiet: a reader costs one indexed query per look, on any backend, and needs no connection
-of its own (a server may hold many streams open). PostgreSQL's LISTEN/NOTIFY is not used:
-every NOTIFY wakes every listening session in the database (the run workers' watch, the
-deliverers), and a token stream would send one per token.
+Reading polls the store, 5 ms after an item, backing off to 20 ms within a second of it and
+to ``POLL_MAX`` (200 ms) once the stream is quiet: a reader costs one indexed query per look,
+on any backend, and needs no connection of its own (a server may hold many streams open).
+PostgreSQL's LISTEN/NOTIFY is not used: every NOTIFY wakes every listening session in the
+database (the run workers' watch, the deliverers), and a token stream would send one per
+token.
 """
 
 from __future__ import annotations
@@ -42,7 +43,16 @@ from longcall.workflows._timers import checked_name
 from longcall.workflows.messages import checked
 
 POLL_MIN = 0.005  # seconds: the first look after an empty one
+POLL_ACTIVE = 0.02  # the longest wait within ACTIVE_FOR of the last item: a token stream
+ACTIVE_FOR = 1.0  # that pauses for a moment is not left waiting for a long backoff
 POLL_MAX = 0.2  # the longest a quiet stream waits between looks
+
+
+def next_wait(wait: float, quiet_for: float) -> float:
+    """The wait after ``wait`` found nothing, ``quiet_for`` seconds after the last item."""
+    return min(wait * 2, POLL_ACTIVE if quiet_for < ACTIVE_FOR else POLL_MAX)
+
+
 PAGE = 500  # items read per look
 
 
@@ -129,7 +139,7 @@ def _read(
         if timeout is not None and time.monotonic() - quiet_since >= timeout:
             raise TimeoutError(f"no item of stream {key!r} of run {run_id!r} for {timeout}s")
         time.sleep(wait)
-        wait = min(wait * 2, POLL_MAX)
+        wait = next_wait(wait, time.monotonic() - quiet_since)
 
 
 async def read_async(
@@ -159,7 +169,7 @@ async def read_async(
         if timeout is not None and time.monotonic() - quiet_since >= timeout:
             raise TimeoutError(f"no item of stream {key!r} of run {run_id!r} for {timeout}s")
         await asyncio.sleep(wait)
-        wait = min(wait * 2, POLL_MAX)
+        wait = next_wait(wait, time.monotonic() - quiet_since)
 
 
 __all__ = ["StreamClosed", "StreamItem", "StreamWriter", "read", "read_async"]

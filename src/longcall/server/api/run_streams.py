@@ -7,9 +7,10 @@ answer is server-sent events: ``event: item`` per value, its ``id:`` the item's 
 ``Last-Event-ID`` (or ``?after=``) and gets the items after that seq, none twice, none lost.
 Without it, the answer is one page of JSON: the items there are now, and whether that is all.
 
-The stream looks at the store 5 ms after an item and backs off to 200 ms while quiet, so a
-token streamed from a task in another process arrives within one look; keepalive comments go
-out on a quiet stream, and it ends when the server shuts down.
+The stream looks at the store 5 ms after an item, backing off to 20 ms within a second of it
+and to 200 ms once quiet, so a token streamed from a task in another process arrives within
+one look; keepalive comments go out on a quiet stream, and it ends when the server shuts
+down.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from longcall.server.errors import error
 from longcall.shapes import Shape
 
 POLL_MIN = 0.005
+POLL_ACTIVE = 0.02  # within ACTIVE_FOR of the last item (a token stream pausing)
+ACTIVE_FOR = 1.0
 POLL_MAX = 0.2
 PAGE = 500
 
@@ -90,7 +93,8 @@ async def read(request: Request, app: App, who: Principal) -> Response:
     keepalive: float = request.app.state.settings.keepalive
 
     async def messages() -> AsyncIterator[bytes]:
-        after, wait, quiet_since = start, POLL_MIN, time.monotonic()
+        after, wait = start, POLL_MIN
+        quiet_since = last_item = time.monotonic()
         while not closing.is_set():
             try:
                 items, ended = await app.in_thread(
@@ -107,13 +111,15 @@ async def read(request: Request, app: App, who: Principal) -> Response:
                 return
             if items:
                 wait, quiet_since = POLL_MIN, time.monotonic()
+                last_item = quiet_since
                 continue
             if time.monotonic() - quiet_since >= keepalive:
                 quiet_since = time.monotonic()
                 yield b": keepalive\n\n"
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(closing.wait(), wait)
-            wait = min(wait * 2, POLL_MAX)
+            cap = POLL_ACTIVE if time.monotonic() - last_item < ACTIVE_FOR else POLL_MAX
+            wait = min(wait * 2, cap)
 
     return stream(messages())
 
