@@ -1,4 +1,4 @@
--- longcall schema 18: durable streams a run writes (ctx.stream) and clients read live.
+-- longcall schema 21: durable streams a run writes (ctx.stream) and clients read live.
 -- seq numbers a stream's items from 1; origin says which write made the item (the body's
 -- position and count, or the task's position, execution and attempt), so a write replayed on
 -- resume inserts nothing. The item of origin 'end' (its value NULL) closes the stream
@@ -8,8 +8,8 @@ CREATE TABLE lc_run_streams (
     key         TEXT NOT NULL,
     seq         INTEGER NOT NULL,
     origin      TEXT NOT NULL,
-    value       JSONB,
-    created_at  DOUBLE PRECISION NOT NULL,
+    value       TEXT,
+    created_at  REAL NOT NULL,
     PRIMARY KEY (run_id, key, seq),
     UNIQUE (run_id, key, origin)
 );
