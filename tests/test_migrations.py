@@ -189,6 +189,7 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_run_events",
         "lc_run_messages",
         "lc_run_values",
+        "lc_run_streams",
         "lc_cron",
         "lc_cron_fires",
         "lc_workers",

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from longcall.access import Access
@@ -44,9 +44,18 @@ from longcall.retention import Pruner
 from longcall.runtime import Runtime
 from longcall.store import Store, open_store
 from longcall.store._run_messages import SentMessage
+from longcall.store._run_streams import StreamItem
 from longcall.store.base import Ingested, NewJob
 from longcall.worker import Worker
-from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow, messages
+from longcall.workflows import (
+    RetryPolicy,
+    RunDetails,
+    Task,
+    TaskContext,
+    Workflow,
+    messages,
+    streams,
+)
 from longcall.workflows.run_worker import RunWorker
 from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
 from longcall.workflows.state import Reducer, StateSchemaValidator
@@ -754,6 +763,29 @@ class App:
 
     async def get_event_async(self, run_id: str, key: str, *, wait: float | str = 0) -> Any:
         return await self.in_thread(messages.get_event, self.runtime, run_id, key, wait=wait)
+
+    def read_stream(
+        self, run_id: str, key: str, *, after: int | None = None, timeout: float | None = None
+    ) -> Iterator[StreamItem]:
+        """The items the run wrote with ``ctx.stream(key, ...)``, from the start (or after
+        the seq ``after``), live: it blocks for the next one and stops at the stream's end
+        (``ctx.close_stream``, or the run finished). Resume with ``after=item.seq``.
+        TimeoutError when ``timeout`` seconds pass without an item; RunNotFound, or
+        InvalidValue for a bad run id or key, before anything is read."""
+        self.refuse_in_loop("read_stream")
+        return streams.read(self.runtime, run_id, key, after=after, timeout=timeout)
+
+    def read_stream_async(
+        self, run_id: str, key: str, *, after: int | None = None, timeout: float | None = None
+    ) -> AsyncIterator[StreamItem]:
+        """``async for item in app.read_stream_async(run_id, key)``: :meth:`read_stream`."""
+        return streams.read_async(self.runtime, run_id, key, after=after, timeout=timeout)
+
+    def stream_items(
+        self, run_id: str, key: str, *, after: int = 0, limit: int = 500
+    ) -> tuple[list[StreamItem], bool]:
+        """One look at a stream: its items after ``after`` now, and whether it has ended."""
+        return self.store.stream_items(run_id, key, after=after, limit=limit)
 
     def request_run_cancel(self, run_id: str) -> Run | None:
         """:meth:`cancel_run`, returning the run only when this call changed it (None: it

@@ -32,6 +32,7 @@ from longcall.cli._support import (
     output_option,
 )
 from longcall.cli.run_messages import runs_send, runs_value
+from longcall.cli.run_streams import runs_stream
 from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
@@ -428,3 +429,4 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
 
 runs.add_command(runs_send)
 runs.add_command(runs_value)
+runs.add_command(runs_stream)

@@ -29,6 +29,7 @@ from longcall.server.errors import error
 PATH_RULES: Mapping[str, str] = {
     "job_id": "job_id",
     "run_id": "run_id",
+    "stream_key": "event_key",  # ctx.stream's key, on /v1/runs/{runId}/streams/
     "cron_id": "cron_id",
     "session_id": "session_id",
     "source": "source",

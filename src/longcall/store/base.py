@@ -40,6 +40,7 @@ from longcall.store._logins import LoginOps
 from longcall.store._retention import RetentionOps
 from longcall.store._run_children import RunChildOps
 from longcall.store._run_messages import RunMessageOps
+from longcall.store._run_streams import RunStreamOps
 from longcall.store._sessions import SessionOps
 from longcall.store._tokens import TokenOps
 from longcall.store._workers import WorkerOps
@@ -138,6 +139,7 @@ class Store(
     RunChildOps,
     RunOps,
     RunMessageOps,
+    RunStreamOps,
     CronOps,
     WorkerOps,
 ):

@@ -25,6 +25,7 @@ from longcall.workflows.state import (
     StateValidationError,
     Transient,
 )
+from longcall.workflows.streams import StreamClosed, StreamItem
 
 __all__ = [
     "Append",
@@ -47,6 +48,8 @@ __all__ = [
     "StateSchemaValidator",
     "StateValidationError",
     "Step",
+    "StreamClosed",
+    "StreamItem",
     "Suspend",
     "Task",
     "TaskContext",

@@ -38,6 +38,7 @@ from longcall.core.runs import Interrupt, Run, Step
 from longcall.errors import NonDeterminismError, TaskError, WorkflowError
 from longcall.runtime import Runtime
 from longcall.store.runs import Checkpoint
+from longcall.workflows import streams as _streams
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._spans import task_span
 from longcall.workflows._timers import checked_name, sleep_seconds, wake_time
@@ -162,6 +163,7 @@ class TaskContext:
 
     def __init__(self, execution: Execution) -> None:
         self._exe = execution
+        self._writer: _streams.StreamWriter | None = None  # made at the first write
 
     @property
     def run_id(self) -> str:
@@ -335,6 +337,41 @@ class TaskContext:
         if not self._exe.is_async:
             raise WorkflowError("ctx.start_child_async is for async workflows: use start_child")
         return await self.start_child(workflow, input, key=key, on_parent_cancel=on_parent_cancel)
+
+    def stream(self, key: str, value: Any) -> int | None:
+        """Append ``value`` (JSON data) to the run's stream ``key``, committed at once, for
+        ``app.read_stream(run_id, key)`` in any process; from the body or from a task (token
+        by token). Its seq, or None when a replay had written it already. A body's write is
+        made once; a task's once per attempt (see :mod:`longcall.workflows.streams`)."""
+        return self._stream(key, value, close=False)
+
+    def close_stream(self, key: str) -> None:
+        """End the stream ``key``: readers stop after its last item. Closing twice does
+        nothing; writing after it raises StreamClosed. Every stream ends with its run anyway."""
+        self._stream(key, None, close=True)
+
+    async def stream_async(self, key: str, value: Any) -> int | None:
+        """:meth:`stream` for async code: the write runs on the runtime's threads."""
+        frame = _frame.get()  # read here: the thread has no task frame of its own
+        return await self._exe.runtime.in_thread(self._stream, key, value, close=False, at=frame)
+
+    def _stream(self, key: str, value: Any, *, close: bool, at: Any = False) -> int | None:
+        key = _streams.stream_key(key)
+        data = None if close else _streams.data_of(value)
+        exe = self._exe
+        writer = self._writer
+        if writer is None:
+            writer = self._writer = _streams.StreamWriter()
+        frame: _Frame | None = _frame.get() if at is False else at
+        if frame is None:
+            exe.write_held_back()  # a stream never shows what a lost checkpoint would redo
+            scope = f"b{exe.position}"
+        else:
+            scope = f"t{frame.position}.{writer.execution}.a{frame.attempt}"
+        origin = writer.origin(scope)
+        return _streams.write(
+            exe.runtime, exe.run.run_id, exe.holder, origin, key, data, close=close
+        )
 
     def _timer(self, kind: str, seconds: float | None, until: float | None) -> Any:
         in_body(kind)
