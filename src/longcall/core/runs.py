@@ -55,6 +55,8 @@ class Run:
     finished_at: float | None
     wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
     recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
+    forked_from: str | None = None  # the run this one was forked from (``app.fork_run``)
+    forked_step: int | None = None  # and the step it executes from (those before are copies)
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.

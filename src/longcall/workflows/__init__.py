@@ -9,6 +9,7 @@ that was in flight when a process died runs again.
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.answers import answer_problems, key_number
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
+from longcall.workflows.forks import HistoryEntry
 from longcall.workflows.runs import RunDetails, Workflow, Workflows
 from longcall.workflows.state import (
     Append,
@@ -29,6 +30,7 @@ __all__ = [
     "Append",
     "Cancelled",
     "Custom",
+    "HistoryEntry",
     "Interrupt",
     "Merge",
     "Messages",

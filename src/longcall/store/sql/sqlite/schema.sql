@@ -158,7 +158,9 @@ CREATE TABLE lc_runs (
     finished_at      REAL,
     wake_at          REAL,  -- schema 17: asleep in ctx.sleep (or ctx.recv) until then
     recv_topic       TEXT,  -- schema 17: the topic a run waiting in ctx.recv wants
-    message_seq      INTEGER NOT NULL DEFAULT 0
+    message_seq      INTEGER NOT NULL DEFAULT 0,
+    forked_from      TEXT,  -- schema 22: the run this one was forked from (app.fork_run)
+    forked_step      INTEGER  -- schema 22: and the step it executes from
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
