@@ -32,7 +32,7 @@ from longcall.core.jobs import (
 )
 from longcall.core.observed import Observed
 from longcall.core.retention import Retention
-from longcall.core.runs import Run, RunEvent, RunStatus
+from longcall.core.runs import HistoryEntry, Run, RunEvent, RunStatus
 from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer
 from longcall.jobs.engine import Jobs
@@ -47,7 +47,6 @@ from longcall.store._run_messages import SentMessage
 from longcall.store.base import Ingested, NewJob
 from longcall.worker import Worker
 from longcall.workflows import RetryPolicy, RunDetails, Task, TaskContext, Workflow, forks, messages
-from longcall.workflows.forks import HistoryEntry
 from longcall.workflows.run_worker import RunWorker
 from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
 from longcall.workflows.state import Reducer, StateSchemaValidator

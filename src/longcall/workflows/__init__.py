@@ -6,10 +6,9 @@ calls that finished and gets their recorded results. Task bodies are at-least-on
 that was in flight when a process died runs again.
 """
 
-from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.core.runs import HistoryEntry, Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.answers import answer_problems, key_number
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
-from longcall.workflows.forks import HistoryEntry
 from longcall.workflows.runs import RunDetails, Workflow, Workflows
 from longcall.workflows.state import (
     Append,

@@ -26,12 +26,11 @@ NonDeterminismError, as a resumed run would.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pydantic
 
-from longcall.core.runs import Run, Step
+from longcall.core.runs import HistoryEntry, Run, Step
 from longcall.errors import InvalidValue
 from longcall.workflows.messages import checked
 from longcall.workflows.state import State
@@ -40,36 +39,6 @@ if TYPE_CHECKING:
     from longcall.workflows.runs import Workflows
 
 BUILT_IN = "longcall."  # the prefix of the names of steps that are not tasks
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryEntry:
-    """One step of a run, and the run's state after it.
-
-    ``kind`` is ``task`` or the built-in call (``sleep``, ``wait_until``, ``recv_timeout``,
-    ``recv``, ``set_event``); ``name`` is the task's name (``longcall.<kind>`` for the others).
-    Only a hash of the call's arguments is recorded, not the arguments. ``output`` is what a
-    step that succeeded returned (JSON data); ``error`` how a failed one failed.
-
-    ``state`` holds the persisted state fields as the tasks up to and including this one
-    left them (the workflow's reducers applied to each task's recorded changes); changes made
-    by the workflow body itself, between tasks, are not recorded per step and do not show
-    here (the run's final ``state`` has them). None when the workflow is not registered in
-    this app, whose reducers the changes need.
-    """
-
-    step: int
-    kind: str
-    name: str
-    args_hash: str
-    ok: bool
-    output: Any
-    error: Any
-    attempts: int
-    started_at: float
-    finished_at: float
-    changes: list[tuple[str, Any]]
-    state: dict[str, Any] | None
 
 
 def kind_of(name: str) -> str:

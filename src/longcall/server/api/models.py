@@ -20,6 +20,7 @@ from longcall.shapes import (
     Cron,
     CronFire,
     Event,
+    HistoryStep,
     Job,
     PendingInterrupt,
     Run,
@@ -114,6 +115,13 @@ class RunDetails(Run):
 
     pending_interrupts: list[PendingInterrupt]
     steps: list[Step]
+
+
+class History(Shape):
+    """A run's steps in order, each with its output and the state after it."""
+
+    run_id: str
+    steps: list[HistoryStep]
 
 
 class Problem(Shape):
