@@ -31,6 +31,7 @@ from longcall.cli._support import (
     open_app,
     output_option,
 )
+from longcall.cli.run_forks import runs_fork, runs_history
 from longcall.cli.run_messages import runs_send, runs_value
 from longcall.core.runs import RunStatus
 from longcall.errors import (
@@ -424,3 +425,5 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
 
 runs.add_command(runs_send)
 runs.add_command(runs_value)
+runs.add_command(runs_history)
+runs.add_command(runs_fork)
