@@ -32,7 +32,7 @@ from longcall.core.jobs import (
 )
 from longcall.core.observed import Observed
 from longcall.core.retention import Retention
-from longcall.core.runs import Run, RunEvent, RunStatus
+from longcall.core.runs import HistoryEntry, Run, RunEvent, RunStatus
 from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer
 from longcall.jobs.engine import Jobs
@@ -53,6 +53,7 @@ from longcall.workflows import (
     Task,
     TaskContext,
     Workflow,
+    forks,
     messages,
     streams,
 )
@@ -734,6 +735,31 @@ class App:
     def get_run(self, run_id: str) -> RunDetails:
         """The run with its checkpoints, interrupts and events."""
         return self.workflows.details(run_id)
+
+    def run_history(self, run_id: str) -> list[HistoryEntry]:
+        """The run's steps (its checkpoints, in order), each with its output and the state
+        after it: what to pick a step to :meth:`fork_run` from. See
+        :mod:`longcall.workflows.forks` for what counts as a step."""
+        return forks.history(self.workflows, run_id)
+
+    async def run_history_async(self, run_id: str) -> list[HistoryEntry]:
+        return await self.in_thread(self.run_history, run_id)
+
+    def fork_run(self, run_id: str, *, from_step: int, input: Any = None) -> Run:
+        """Queue a new run of the run's workflow that reuses the recorded results of steps 1
+        … ``from_step``-1 and executes from ``from_step`` on with the code workers have now;
+        ``input`` replaces the original's (None keeps it). The new run has the original's
+        owner, records ``forked_from`` and ``forked_step``, and is returned queued. Any run
+        can be forked, finished or not (a running one: the steps committed so far).
+
+        :class:`~longcall.errors.RunNotFound`, :class:`~longcall.errors.WorkflowNotFound`
+        (not registered here), or :class:`~longcall.errors.InvalidValue` (a step out of
+        range, an input the workflow refuses), and nothing is created.
+        """
+        return forks.fork(self.workflows, run_id, from_step=from_step, input=input)
+
+    async def fork_run_async(self, run_id: str, *, from_step: int, input: Any = None) -> Run:
+        return await self.in_thread(self.fork_run, run_id, from_step=from_step, input=input)
 
     def cancel_run(self, run_id: str) -> Run:
         """Cancel a run: at once if queued or waiting, at its next task call if running."""

@@ -173,6 +173,14 @@ class Run(Shape):
         str | None,
         pydantic.Field(description="The run whose ``ctx.start_child`` started this one."),
     ] = None
+    forked_from: Annotated[
+        str | None,
+        pydantic.Field(description="The run this one was forked from (``app.fork_run``)."),
+    ] = None
+    forked_step: Annotated[
+        int | None,
+        pydantic.Field(description="The step a fork executes from; the ones before are copies."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -196,6 +204,8 @@ class Run(Shape):
             wake_at=iso(run.wake_at),
             recv_topic=run.recv_topic,
             parent_run_id=run.parent_run_id,
+            forked_from=run.forked_from,
+            forked_step=run.forked_step,
         )
 
 
@@ -262,6 +272,55 @@ class Step(Shape):
 def step_json(step: runs.Step) -> dict[str, Any]:
     """A task call's checkpoint, as JSON data."""
     return Step.of(step).dumped()
+
+
+class HistoryStep(Shape):
+    """One step of a run (``app.run_history``): its checkpoint and the state after it."""
+
+    step: Annotated[int, pydantic.Field(ge=1, description="The step's number: fork from it.")]
+    kind: Annotated[
+        str,
+        pydantic.Field(
+            description="task, or the built-in call: sleep, wait_until, recv_timeout, recv, "
+            "set_event."
+        ),
+    ]
+    name: str
+    args_hash: str
+    ok: bool
+    output: Any
+    error: Any
+    attempts: int
+    started_at: Time
+    finished_at: Time
+    state: Annotated[
+        dict[str, Any] | None,
+        pydantic.Field(
+            description="The persisted state fields after this step, as the tasks left them "
+            "(null where the workflow is not registered)."
+        ),
+    ]
+
+    @classmethod
+    def of(cls, entry: runs.HistoryEntry) -> HistoryStep:
+        return cls(
+            step=entry.step,
+            kind=entry.kind,
+            name=entry.name,
+            args_hash=entry.args_hash,
+            ok=entry.ok,
+            output=entry.output,
+            error=entry.error,
+            attempts=entry.attempts,
+            started_at=iso(entry.started_at),
+            finished_at=iso(entry.finished_at),
+            state=entry.state,
+        )
+
+
+def history_json(entry: runs.HistoryEntry) -> dict[str, Any]:
+    """One step of a run's history, as JSON data."""
+    return HistoryStep.of(entry).dumped()
 
 
 Count = Annotated[int, pydantic.Field(ge=0)]

@@ -31,6 +31,7 @@ from longcall.cli._support import (
     open_app,
     output_option,
 )
+from longcall.cli.run_forks import runs_fork, runs_history
 from longcall.cli.run_messages import runs_send, runs_value
 from longcall.cli.run_streams import runs_stream
 from longcall.core.runs import RunStatus
@@ -430,3 +431,5 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
 runs.add_command(runs_send)
 runs.add_command(runs_value)
 runs.add_command(runs_stream)
+runs.add_command(runs_history)
+runs.add_command(runs_fork)

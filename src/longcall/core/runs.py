@@ -56,6 +56,8 @@ class Run:
     wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
     recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
     parent_run_id: str | None = None  # the run whose ``ctx.start_child`` started this one
+    forked_from: str | None = None  # the run this one was forked from (``app.fork_run``)
+    forked_step: int | None = None  # and the step it executes from (those before are copies)
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.
@@ -108,3 +110,33 @@ class RunBacklog:
 
     counts: dict[str, int]
     oldest_queued_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One step of a run, and the run's state after it.
+
+    ``kind`` is ``task`` or the built-in call (``sleep``, ``wait_until``, ``recv_timeout``,
+    ``recv``, ``set_event``); ``name`` is the task's name (``longcall.<kind>`` for the others).
+    Only a hash of the call's arguments is recorded, not the arguments. ``output`` is what a
+    step that succeeded returned (JSON data); ``error`` how a failed one failed.
+
+    ``state`` holds the persisted state fields as the tasks up to and including this one
+    left them (the workflow's reducers applied to each task's recorded changes); changes made
+    by the workflow body itself, between tasks, are not recorded per step and do not show
+    here (the run's final ``state`` has them). None when the workflow is not registered in
+    this app, whose reducers the changes need.
+    """
+
+    step: int
+    kind: str
+    name: str
+    args_hash: str
+    ok: bool
+    output: Any
+    error: Any
+    attempts: int
+    started_at: float
+    finished_at: float
+    changes: list[tuple[str, Any]]
+    state: dict[str, Any] | None

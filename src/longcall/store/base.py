@@ -34,6 +34,7 @@ from longcall.errors import (
     StoreError,
 )
 from longcall.store import queries as sql
+from longcall.store._forks import ForkOps
 from longcall.store._hooks import HookOps
 from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
@@ -140,6 +141,7 @@ class Store(
     RunOps,
     RunMessageOps,
     RunStreamOps,
+    ForkOps,
     CronOps,
     WorkerOps,
 ):

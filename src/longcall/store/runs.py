@@ -46,6 +46,8 @@ def run_from_row(row: Row) -> Run:
         wake_at=row["wake_at"],
         recv_topic=row["recv_topic"],
         parent_run_id=row["parent_run_id"],
+        forked_from=row["forked_from"],
+        forked_step=row["forked_step"],
     )
 
 
@@ -295,7 +297,9 @@ class RunOps(StoreCore):
     def _held(self, rows: list[Row]) -> list[Held]:
         claimed = []
         for run in sorted(map(run_from_row, rows), key=lambda r: (r.created_at, r.run_id)):
-            if run.executions > 1:  # resumed, retried or taken over: replay its record
+            # Resumed, retried or taken over, or a fork (its first steps are copies): replay
+            # its record.
+            if run.executions > 1 or run.forked_from is not None:
                 claimed.append((run, self.run_steps(run.run_id), self.run_interrupts(run.run_id)))
             else:
                 claimed.append((run, [], {}))

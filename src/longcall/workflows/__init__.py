@@ -6,7 +6,7 @@ calls that finished and gets their recorded results. Task bodies are at-least-on
 that was in flight when a process died runs again.
 """
 
-from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.core.runs import HistoryEntry, Interrupt, Run, RunEvent, RunStatus, Step
 from longcall.workflows.answers import answer_problems, key_number
 from longcall.workflows.children import ChildHandle
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
@@ -32,6 +32,7 @@ __all__ = [
     "Cancelled",
     "ChildHandle",
     "Custom",
+    "HistoryEntry",
     "Interrupt",
     "Merge",
     "Messages",

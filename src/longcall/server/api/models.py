@@ -20,6 +20,7 @@ from longcall.shapes import (
     Cron,
     CronFire,
     Event,
+    HistoryStep,
     Job,
     PendingInterrupt,
     Run,
@@ -117,6 +118,13 @@ class RunDetails(Run):
     children: Annotated[
         list[Run], pydantic.Field(description="The runs it started as children, oldest first.")
     ]
+
+
+class History(Shape):
+    """A run's steps in order, each with its output and the state after it."""
+
+    run_id: str
+    steps: list[HistoryStep]
 
 
 class Problem(Shape):

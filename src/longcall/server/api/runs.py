@@ -38,7 +38,13 @@ from starlette.responses import Response
 from longcall.app import App
 from longcall.core.ids import RULES
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus
-from longcall.errors import InvalidAnswer, RunNotFound, RunStateError, WorkflowNotFound
+from longcall.errors import (
+    InvalidAnswer,
+    InvalidValue,
+    RunNotFound,
+    RunStateError,
+    WorkflowNotFound,
+)
 from longcall.server.api import models
 from longcall.server.api.jobs import MAX_DEADLINE
 from longcall.server.api.operation import PAGE, Answer, Endpoint, Operation, header, query
@@ -47,7 +53,7 @@ from longcall.server.api.streams import message, stream, ticks, wants_stream
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
 from longcall.server.errors import Error, error
-from longcall.shapes import Event, PendingInterrupt, Step
+from longcall.shapes import Event, HistoryStep, PendingInterrupt, Step
 from longcall.shapes import Run as RunShape
 from longcall.workflows import answer_problems, key_number
 
@@ -94,6 +100,12 @@ class SubmitRun(Body):
     ] = None
     max_retries: Annotated[pydantic.StrictInt, pydantic.Field(alias="maxRetries", ge=0, le=100)] = 0
     user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
+
+
+class ForkRun(Body):
+    # Strict: pydantic would read true as step 1.
+    from_step: Annotated[pydantic.StrictInt, pydantic.Field(alias="fromStep", ge=1, le=10**9)]
+    input: Any = None
 
 
 class Answers(pydantic.RootModel[dict[str, Any]]):
@@ -238,6 +250,34 @@ async def cancel(request: Request, app: App, who: Principal) -> Response:
     return reply(await app.in_thread(details, app, cancelled))
 
 
+async def history(request: Request, app: App, who: Principal) -> Response:
+    run = await visible_run(app, who, request.path_params["run_id"])
+    entries = await app.in_thread(app.run_history, run.run_id)
+    return reply(models.History(run_id=run.run_id, steps=[HistoryStep.of(e) for e in entries]))
+
+
+_FIELDS = {"from_step": "fromStep"}  # InvalidValue's field, as the body names it
+
+
+async def fork(request: Request, app: App, who: Principal) -> Response:
+    """``POST /v1/runs/{runId}/fork``: a new run, owned as the original is, that reuses the
+    original's steps before ``fromStep`` and executes from it on; 201 with the new run."""
+    run = await visible_run(app, who, request.path_params["run_id"])
+    body = await body_of(request, ForkRun)
+    if isinstance(body, Response):
+        return body
+    try:
+        forked = await app.in_thread(
+            app.fork_run, run.run_id, from_step=body.from_step, input=body.input
+        )
+    except WorkflowNotFound as exc:
+        return error(404, "workflow_not_found", str(exc), "workflowId")
+    except InvalidValue as exc:
+        field = _FIELDS.get(exc.field, exc.field)
+        return error(422, "invalid_fork", str(exc), field)
+    return reply(await app.in_thread(details, app, forked), status_code=201)
+
+
 def _invalid(problems: list[dict[str, str]]) -> Response:
     errors = [
         models.Problem(
@@ -337,7 +377,7 @@ async def events(request: Request, app: App, who: Principal) -> Response:
 # -- the operations ---------------------------------------------------------------------------
 
 _REASONS = {
-    404: "No such run (or workflow, on submit), or not one the caller may see.",
+    404: "No such run (or workflow, on submit or fork), or not one the caller may see.",
     409: "The run is not waiting for input.",
     422: "A field, header or query parameter is wrong; `field` names it. Refused answers "
     "list every problem in `errors`.",
@@ -406,6 +446,29 @@ OPERATIONS = (
         params=(query("after", "Only entries after this seq.", {"type": "integer"}),),
         answers={200: Answer("The log, or its stream.", models.Events, stream=True)},
         refusals=(*_READ_REFUSALS, 422),
+    ),
+    _run(
+        "GET",
+        "/v1/runs/{run_id:path}/history",
+        history,
+        summary="The run's steps in order, each with its output and the state after it.",
+        description="A step is a checkpoint: a task call, a sleep, a recv (and its timeout), a "
+        "set_event, numbered in the order the workflow called them. Pick one to fork from.",
+        answers={200: Answer("The history.", models.History)},
+        refusals=_READ_REFUSALS,
+    ),
+    _run(
+        "POST",
+        "/v1/runs/{run_id:path}/fork",
+        fork,
+        summary="Queue a new run that reuses this run's steps before fromStep and executes "
+        "from it on.",
+        description="`fromStep` is from 1 to one past the run's last step; `input`, if given, "
+        "replaces the original's. The new run belongs to the original's owner and records "
+        "`forkedFrom` and `forkedStep`. Any run can be forked, finished or not.",
+        body=ForkRun,
+        answers={201: Answer("The new run, queued.", models.RunDetails)},
+        refusals=(400, 401, 404, 413, 415, 422, 503),
     ),
     _run(
         "POST",

@@ -1,6 +1,9 @@
 """One workflow run's page at ``/runs/{run_id}``: its steps, event log, cancel button, a form
 sending a message to its ``ctx.recv``, and the answer form for the questions it waits on
-(:mod:`.answers`). A queued run whose workflow no live worker has registered says so.
+(:mod:`.answers`). A queued run whose workflow no live worker has registered says so. Its
+history (time travel) lists each step; opening one shows its output and the state after it,
+with a button forking the run from there (``POST /v1/runs/{run_id}/fork``), which then opens
+the new run's page.
 
 ``/live/runs/{run_id}`` sends the page's pieces again, from the same templates, whenever the
 run changes or its log grows, and ends once the run has completed, failed or been cancelled.
@@ -32,6 +35,7 @@ from longcall.server.dashboard._render import (
 from longcall.server.dashboard.answers import answer_form
 from longcall.server.dashboard.job import Action, Field
 from longcall.server.dashboard.runs import live_workflows, stranded
+from longcall.shapes import history_json
 
 CANCEL = Confirm(
     "Cancel this run?",
@@ -39,6 +43,14 @@ CANCEL = Confirm(
     "cancelled with it.",
     "Cancel the run",
     "Nothing was sent; the run goes on.",
+)
+FORK = Confirm(
+    "Fork the run from this step?",
+    "A new run starts: it reuses the steps before this one and executes this step and the ones "
+    "after it with the code the workers have now, so their side effects happen again. This run "
+    "is left as it is.",
+    "Fork the run",
+    "Nothing was started.",
 )
 SEND = Action(
     "messages",
@@ -60,6 +72,8 @@ RUN_FIELDS = (
     ("retriesRemaining", "Retries left"),
     ("timeoutSecs", "Timeout per attempt (s)"),
     ("cancelRequested", "Cancel requested"),
+    ("forkedFrom", "Forked from"),
+    ("forkedStep", "Forked at step"),
 )
 
 
@@ -82,6 +96,7 @@ async def _pieces(
 ) -> dict[str, Any]:
     """What the page and its live updates are rendered from."""
     data = await app.in_thread(run_api.details_json, app, run)
+    entries = await app.in_thread(app.run_history, run.run_id)
     path = "/v1/runs/" + in_path(run.run_id)
     url = api_url(request, path)
     pending = data["pendingInterrupts"]
@@ -92,6 +107,8 @@ async def _pieces(
         "stranded": alone,
         "form": answer_form(path, url, pending) if pending else None,
         "confirm": CANCEL,
+        "history": [history_json(e) for e in entries],
+        "fork": FORK,
         "send": SEND,
         "path": path,
         "url": url,

@@ -193,6 +193,7 @@ document.addEventListener('submit', async (event) => {
     const answer = await api(form.dataset.method, form.dataset.path, body);
     const kind = form.dataset.outcome;
     if (kind === 'delete') location.assign('/schedules');
+    else if (kind === 'fork') location.assign(`/runs/${encodeURIComponent(answer.runId)}`);
     else say((outcomes[kind] ?? outcomes.job)(answer));
   } catch (error) {
     say(error.message, true);

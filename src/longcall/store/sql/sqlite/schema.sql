@@ -161,7 +161,9 @@ CREATE TABLE lc_runs (
     message_seq      INTEGER NOT NULL DEFAULT 0,
     parent_run_id    TEXT,  -- schema 18: the run whose ctx.start_child started this one
     child_key        TEXT,  -- schema 18: the key it was started under, unique per parent
-    on_parent_cancel TEXT  -- schema 18: 'cancel' or 'abandon' when the parent is cancelled
+    on_parent_cancel TEXT,  -- schema 18: 'cancel' or 'abandon' when the parent is cancelled
+    forked_from      TEXT,  -- schema 22: the run this one was forked from (app.fork_run)
+    forked_step      INTEGER  -- schema 22: and the step it executes from
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
