@@ -169,6 +169,10 @@ class Run(Shape):
         str | None,
         pydantic.Field(description="The topic a run waiting in ``ctx.recv`` waits for."),
     ] = None
+    version: Annotated[
+        str,
+        pydantic.Field(description="The version of its workflow that started the run."),
+    ] = "1"
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -191,6 +195,7 @@ class Run(Shape):
             finished_at=iso(run.finished_at),
             wake_at=iso(run.wake_at),
             recv_topic=run.recv_topic,
+            version=run.version,
         )
 
 

@@ -32,6 +32,7 @@ from longcall.cli._support import (
     output_option,
 )
 from longcall.cli.run_messages import runs_send
+from longcall.cli.run_versions import runs_versions, version_option
 from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
@@ -164,6 +165,11 @@ def runs_submit(
 @click.option("--workflow", "workflow_id")
 @click.option("--user", "user_id")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option(
+    "--version",
+    callback=version_option,
+    help="Only runs started by this version of their workflow.",
+)
 def runs_list(
     database: str,
     output: str | None,
@@ -171,6 +177,7 @@ def runs_list(
     workflow_id: str | None,
     user_id: str | None,
     limit: int,
+    version: str | None,
 ) -> None:
     """List runs, newest first."""
     with open_app(database) as app:
@@ -179,6 +186,7 @@ def runs_list(
             workflow_id=workflow_id,
             user_id=user_id,
             limit=limit,
+            version=version,
         )
 
     def table() -> None:
@@ -423,3 +431,4 @@ def _schema_problems(app: App, run_id: str, values: dict[str, Any]) -> list[dict
 
 
 runs.add_command(runs_send)
+runs.add_command(runs_versions)

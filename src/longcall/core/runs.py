@@ -55,6 +55,7 @@ class Run:
     finished_at: float | None
     wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
     recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
+    version: str = "1"  # the version of its workflow that started it
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.
@@ -107,3 +108,20 @@ class RunBacklog:
 
     counts: dict[str, int]
     oldest_queued_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunVersion:
+    """One version of one workflow and its runs not finished, by open status (``queued``,
+    ``running``, ``waiting_input``, ``sleeping``): ``app.run_versions()``. A version with
+    no such runs left has drained: its workers can go."""
+
+    workflow_id: str
+    version: str
+    counts: dict[str, int]
+    oldest_created_at: float
+
+    @property
+    def active(self) -> int:
+        """Its runs not finished, whatever their status."""
+        return sum(self.counts.values())

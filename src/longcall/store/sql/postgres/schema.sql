@@ -165,7 +165,8 @@ CREATE TABLE lc_runs (
     finished_at      DOUBLE PRECISION,
     wake_at          DOUBLE PRECISION,  -- schema 17: asleep in ctx.sleep (or ctx.recv) until then
     recv_topic       TEXT,  -- schema 17: the topic a run waiting in ctx.recv wants
-    message_seq      INTEGER NOT NULL DEFAULT 0
+    message_seq      INTEGER NOT NULL DEFAULT 0,
+    version          TEXT NOT NULL DEFAULT '1'  -- schema 19: the workflow version that started it
 );
 -- Workers claim queued runs oldest first, and take over runs whose holder went quiet.
 CREATE INDEX lc_runs_queued ON lc_runs (available_at, run_id) WHERE status = 'queued';
