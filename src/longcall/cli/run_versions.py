@@ -9,6 +9,7 @@ import click
 
 from longcall.cli._support import database_option, emit, local_time, open_app, output_option
 from longcall.errors import InvalidValue
+from longcall.shapes import iso
 from longcall.workflows import checked_version
 
 
@@ -36,7 +37,7 @@ def runs_versions(database: str, output: str | None, workflow_id: str | None) ->
             "version": v.version,
             **{_camel(status): n for status, n in v.counts.items()},
             "active": v.active,
-            "oldestCreatedAt": v.oldest_created_at,
+            "oldestCreatedAt": iso(v.oldest_created_at),
         }
         for v in found
     ]
