@@ -30,15 +30,17 @@ SCRIPT = Path(__file__).resolve().with_name("version_procs.py")
 class Worker:
     """A worker process registering one version of ``order``."""
 
-    def __init__(self, url: str, directory: Path, version: str) -> None:
+    def __init__(self, url: str, directory: Path, version: str, *options: str) -> None:
         self.version = version
-        self.effects = directory / f"v{version}.effects"
-        self.err = directory / f"v{version}.err"
+        name = f"v{version}-{len(list(directory.glob('*.err')))}"
+        self.effects = directory / f"{name}.effects"
+        self.err = directory / f"{name}.err"
         with self.err.open("wb") as err:
             self.popen = subprocess.Popen(
                 [
                     *(sys.executable, str(SCRIPT), "--url", url, "--version", version),
                     *("--effects", str(self.effects)),
+                    *options,
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -215,6 +217,49 @@ def test_runs_made_before_versions_are_version_1_and_default_workers_run_them(
         assert [c[0].run_id for c in claimed] == ["old-run"]
     finally:
         app.close()
+
+
+def test_a_run_killed_after_its_patch_marker_is_taken_over_by_its_version_only(
+    db_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL a version-1 worker inside the task after ``ctx.patched`` recorded its marker:
+    a version-2 worker already running never takes the run over; a second version-1 worker
+    does, its replay answers True again from the marker, and the run completes on the new
+    path with one marker and the task's one checkpoint."""
+    block = tmp_path / "blocked"
+    v1 = build_app(db_url, "1")
+    try:
+        with workers() as started:
+            started.append(doomed := Worker(db_url, tmp_path, "1", "--block", str(block)))
+            started.append(other := Worker(db_url, tmp_path, "2"))
+            run = v1.submit_run("patchy")
+            wait_for(block.exists, 60, "the task to block", doomed)
+            assert step_names(v1, run.run_id) == ["longcall.patched"]
+            doomed.popen.kill()
+            assert doomed.popen.wait(10) == -signal.SIGKILL
+            time.sleep(3)  # past the dead worker's 2 s lease: the version-2 worker leaves it
+            assert v1.store.get_run(run.run_id).executions == 1
+            started.append(heir := Worker(db_url, tmp_path, "1"))
+            wait_for(
+                lambda: v1.store.get_run(run.run_id).status.terminal,
+                60,
+                "the takeover",
+                heir,
+                other,
+            )
+            heir.stop()
+            other.stop()
+        done = v1.get_run(run.run_id)
+        assert done.status is RunStatus.COMPLETED, done.run.error
+        assert (done.run.result, done.run.executions) == ("new", 2)
+        assert [s.name for s in done.steps] == ["longcall.patched", "slow"]
+        ran = read_effects(doomed.effects, heir.effects, other.effects)
+        assert [(task, pid) for _, task, _, pid in ran] == [
+            ("slow", doomed.pid),
+            ("slow", heir.pid),
+        ]
+    finally:
+        v1.close()
 
 
 # -- ctx.patched -----------------------------------------------------------------------------

@@ -8,6 +8,10 @@ Version "1" of ``order`` calls ``charge`` then ``ship``; version "2" calls ``cha
 ``notify`` and ``ship``. Every task appends ``<run_id> <task> <version> <pid>`` to the
 effects file (one ``write`` with ``O_APPEND``) and returns the code version that ran it, so
 both the store (the result) and the effects say which code executed which run.
+
+``patchy`` (either version) asks ``ctx.patched("slow-path")`` and, on the new path, calls
+``slow``, which with ``--block FILE`` writes its pid to FILE and sleeps (to be SIGKILLed there)
+the first time, that is while FILE does not exist yet.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from longcall import App
@@ -44,7 +49,9 @@ def read_effects(*paths: Path) -> list[tuple[str, str, str, int]]:
     return found
 
 
-def build_app(url: str, version: str, effects: Path | None = None) -> App:
+def build_app(
+    url: str, version: str, effects: Path | None = None, block: Path | None = None
+) -> App:
     app = App(url, run_lease="2s")
 
     def make(name: str):  # type: ignore[no-untyped-def]
@@ -64,6 +71,18 @@ def build_app(url: str, version: str, effects: Path | None = None) -> App:
         ran.append(ship(n))
         return {"n": n, "code": sorted(set(ran))}
 
+    @app.task(name="slow")
+    def slow(ctx: TaskContext) -> str:
+        log_effect(effects, f"{ctx.run_id} slow {version}")
+        if block is not None and not block.exists():
+            block.write_text(str(os.getpid()))
+            time.sleep(120)  # killed here
+        return "new"
+
+    @app.workflow("patchy", version=version)
+    def patchy(ctx: TaskContext) -> str:
+        return slow() if ctx.patched("slow-path") else "old"
+
     return app
 
 
@@ -80,8 +99,9 @@ def main() -> int:
     parser.add_argument("--url", required=True)
     parser.add_argument("--version", required=True)
     parser.add_argument("--effects", type=Path, required=True)
+    parser.add_argument("--block", type=Path)
     args = parser.parse_args()
-    app = build_app(args.url, args.version, args.effects)
+    app = build_app(args.url, args.version, args.effects, args.block)
     try:
         asyncio.run(serve(app))
     finally:
