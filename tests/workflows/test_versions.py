@@ -391,6 +391,27 @@ def test_deprecate_patch_replays_runs_with_the_marker_and_records_none_for_new_o
         app.close()
 
 
+def test_deprecating_a_patch_before_old_runs_drained_fails_them_loudly(db_url: str) -> None:
+    """An old run (past the point without the marker) on code with the patch deprecated:
+    the new path's call meets the old call's checkpoint, a NonDeterminismError that names
+    the way out, never the old call's result handed to the new one."""
+    old = patch_app(db_url, patched=None)
+    try:
+        run = old.run_workflow("flow")
+        old.answer(run.run_id, {"interrupt-1": True})
+    finally:
+        old.close()
+    app = patch_app(db_url, patched=False)
+    try:
+        failed = app.answer(run.run_id, {"interrupt-2": True})
+        assert failed.status is RunStatus.FAILED
+        assert failed.error["type"] == "NonDeterminismError"
+        assert "ctx.patched" in failed.error["message"]
+        assert step_names(app, run.run_id) == ["a", "old_b"]
+    finally:
+        app.close()
+
+
 def test_patched_survives_a_failed_attempt_retried_from_its_checkpoints(db_url: str) -> None:
     """The marker is a checkpoint: an attempt that fails after it (a crash, to the run) is
     retried by a worker, and the replay takes the same path without a second marker."""

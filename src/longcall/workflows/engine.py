@@ -490,7 +490,8 @@ class Execution:
             self.divergence = NonDeterminismError(
                 f"run {self.run.run_id!r} is not deterministic: call {position} was "
                 f"{step.name}(args {step.args_hash}) when the run was recorded, and is "
-                f"{name}(args {digest}) now; change the workflow only for new runs"
+                f"{name}(args {digest}) now; change the workflow only for new runs (a new "
+                f"version, or ctx.patched: docs/workflows.md, Versions)"
             )
             raise self.divergence
         self.settle(position, step.changes, replayed=True)
