@@ -573,3 +573,36 @@ def test_a_schedule_fires_runs_of_the_version_its_app_registers(db_url: str) -> 
         assert app.continue_run(fire.run_id).result == {"n": 7, "code": ["2"]}
     finally:
         app.close()
+
+
+@pytest.mark.postgres
+def test_claims_of_registered_versions_keep_one_plan(pg_url: str) -> None:
+    """A worker's claim, with its registered pairs, is planned once per connection as the
+    claim without them is (tests/test_pg_plans.py), with version-1 runs queued ahead of the
+    version-2 ones it takes."""
+    import psycopg
+
+    v1, v2 = build_app(pg_url, "1"), build_app(pg_url, "2")
+    try:
+        for n in range(100):
+            v1.submit_run("order", n)
+        for n in range(100):
+            v2.submit_run("order", n)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("ANALYZE lc_runs")
+        registered = v2.workflows.registered()
+        for n in range(30):
+            [(run, _, _)] = v2.store.claim_runs(
+                f"w/{n}", limit=1, lease=30.0, registered=registered
+            )
+            assert run.version == "2"
+        with v2.store.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE statement LIKE 'WITH ended AS%%'"
+            ).fetchall()
+    finally:
+        v1.close()
+        v2.close()
+    assert [(r["generic_plans"], r["custom_plans"]) for r in rows] == [(30, 0)]
+    assert by_version(pg_url) == {("1", "queued"): 100, ("2", "queued"): 70, ("2", "running"): 30}
