@@ -32,7 +32,7 @@ from longcall.core.jobs import (
 )
 from longcall.core.observed import Observed
 from longcall.core.retention import Retention
-from longcall.core.runs import HistoryEntry, Run, RunEvent, RunStatus
+from longcall.core.runs import HistoryEntry, Run, RunEvent, RunStatus, RunVersion
 from longcall.cron import Crons
 from longcall.jobs.delivery import Deliverer
 from longcall.jobs.engine import Jobs
@@ -57,6 +57,7 @@ from longcall.workflows import (
     messages,
     streams,
 )
+from longcall.workflows._versions import checked_version
 from longcall.workflows.run_worker import RunWorker
 from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
 from longcall.workflows.state import Reducer, StateSchemaValidator
@@ -587,6 +588,7 @@ class App:
         *,
         state: Mapping[str, Reducer] | None = None,
         validator: StateSchemaValidator | None = None,
+        version: str = "1",
     ) -> WorkflowDecorator: ...
 
     def workflow(
@@ -596,12 +598,17 @@ class App:
         *,
         state: Mapping[str, Reducer] | None = None,
         validator: StateSchemaValidator | None = None,
+        version: str = "1",
     ) -> Workflow[..., Any] | WorkflowDecorator:
         """Register a workflow under ``workflow_id`` (the function's name by default).
 
         ``Workflow[P, R]``: ``R`` is what the body returns (awaited, for an async one);
-        ``workflow.result_of(run)`` reads a completed run's result as an ``R``."""
-        return self.workflows.workflow(workflow_id, state=state, validator=validator)
+        ``workflow.result_of(run)`` reads a completed run's result as an ``R``. Its runs
+        record ``version``, and only workers that register that version execute them
+        (docs/workflows.md, "Versions")."""
+        return self.workflows.workflow(
+            workflow_id, state=state, validator=validator, version=version
+        )
 
     def run_workflow(
         self, workflow: str | Workflow[..., Any], input: Any = None, *, run_id: str | None = None
@@ -705,6 +712,7 @@ class App:
             idempotency_key=idempotency_key,
             max_retries=max_retries,
             timeout_secs=None if timeout is None else parse_duration(timeout),
+            version=wf.version,
         )
         return dataclasses.replace(run, created=created)
 
@@ -826,11 +834,26 @@ class App:
         user_id: str | None = None,
         before: tuple[float, str] | None = None,
         limit: int = 50,
+        version: str | None = None,
     ) -> list[Run]:
-        """Runs, newest first; ``before`` is the (created_at, run_id) of a page's last run."""
+        """Runs, newest first; ``before`` is the (created_at, run_id) of a page's last run;
+        ``version``: only runs started by that version of their workflow."""
         return self.store.list_runs(
-            status=status, workflow_id=workflow_id, user_id=user_id, before=before, limit=limit
+            status=status,
+            workflow_id=workflow_id,
+            user_id=user_id,
+            before=before,
+            limit=limit,
+            version=None if version is None else checked_version(version),
         )
+
+    def run_versions(
+        self, workflow_id: str | None = None, *, user_id: str | None = None
+    ) -> list[RunVersion]:
+        """Per workflow and version, its runs not finished (by status; with ``user_id``,
+        only that user's): a version missing here has drained, and workers that register
+        only it can go."""
+        return self.store.run_versions(workflow_id=workflow_id, user_id=user_id)
 
     def run_event_log(self, run_id: str, *, after: int = 0) -> list[RunEvent]:
         """The run's events after ``after`` as they are now (:meth:`run_events` follows)."""

@@ -173,6 +173,10 @@ class Run(Shape):
         str | None,
         pydantic.Field(description="The run whose ``ctx.start_child`` started this one."),
     ] = None
+    version: Annotated[
+        str,
+        pydantic.Field(description="The version of its workflow that started the run."),
+    ] = "1"
     forked_from: Annotated[
         str | None,
         pydantic.Field(description="The run this one was forked from (``app.fork_run``)."),
@@ -204,6 +208,7 @@ class Run(Shape):
             wake_at=iso(run.wake_at),
             recv_topic=run.recv_topic,
             parent_run_id=run.parent_run_id,
+            version=run.version,
             forked_from=run.forked_from,
             forked_step=run.forked_step,
         )

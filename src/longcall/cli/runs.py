@@ -34,6 +34,7 @@ from longcall.cli._support import (
 from longcall.cli.run_forks import runs_fork, runs_history
 from longcall.cli.run_messages import runs_send, runs_value
 from longcall.cli.run_streams import runs_stream
+from longcall.cli.run_versions import runs_versions, version_option
 from longcall.core.runs import RunStatus
 from longcall.errors import (
     InvalidAnswer,
@@ -166,6 +167,11 @@ def runs_submit(
 @click.option("--workflow", "workflow_id")
 @click.option("--user", "user_id")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option(
+    "--version",
+    callback=version_option,
+    help="Only runs started by this version of their workflow.",
+)
 def runs_list(
     database: str,
     output: str | None,
@@ -173,6 +179,7 @@ def runs_list(
     workflow_id: str | None,
     user_id: str | None,
     limit: int,
+    version: str | None,
 ) -> None:
     """List runs, newest first."""
     with open_app(database) as app:
@@ -181,6 +188,7 @@ def runs_list(
             workflow_id=workflow_id,
             user_id=user_id,
             limit=limit,
+            version=version,
         )
 
     def table() -> None:
@@ -433,3 +441,4 @@ runs.add_command(runs_value)
 runs.add_command(runs_stream)
 runs.add_command(runs_history)
 runs.add_command(runs_fork)
+runs.add_command(runs_versions)

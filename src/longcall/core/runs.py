@@ -56,6 +56,7 @@ class Run:
     wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
     recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
     parent_run_id: str | None = None  # the run whose ``ctx.start_child`` started this one
+    version: str = "1"  # the version of its workflow that started it
     forked_from: str | None = None  # the run this one was forked from (``app.fork_run``)
     forked_step: int | None = None  # and the step it executes from (those before are copies)
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
@@ -140,3 +141,20 @@ class HistoryEntry:
     finished_at: float
     changes: list[tuple[str, Any]]
     state: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunVersion:
+    """One version of one workflow and its runs not finished, by open status (``queued``,
+    ``running``, ``waiting_input``, ``sleeping``): ``app.run_versions()``. A version with
+    no such runs left has drained: its workers can go."""
+
+    workflow_id: str
+    version: str
+    counts: dict[str, int]
+    oldest_created_at: float
+
+    @property
+    def active(self) -> int:
+        """Its runs not finished, whatever their status."""
+        return sum(self.counts.values())

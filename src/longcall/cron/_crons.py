@@ -249,7 +249,9 @@ class Crons:
         The concurrency policy applies: a ``queue`` schedule's run waits its turn, a
         ``skip`` schedule refuses while one of its runs is active (outcome
         ``trigger_skipped``, no run) unless ``force``."""
-        return self._store("trigger").trigger(cron_id, self.runtime.clock.now(), force=force)
+        return self._store("trigger").trigger(
+            cron_id, self.runtime.clock.now(), force=force, versions=self.versions()
+        )
 
     def fires(
         self, cron_id: str, *, before: float | None = None, limit: int = 50
@@ -273,7 +275,11 @@ class Crons:
         )
 
     def scheduler(self, **options: Any) -> Scheduler:
-        return Scheduler(self.runtime, **options)
+        return Scheduler(self.runtime, versions=self.versions, **options)
+
+    def versions(self) -> dict[str, str]:
+        """The version registered here of each workflow: the version its fired runs record."""
+        return {wid: wf.version for wid, wf in self.workflows.registry.items()}
 
     # -- async twins ---------------------------------------------------------------------
 

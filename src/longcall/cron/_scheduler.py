@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from collections.abc import Callable, Mapping
 
 from longcall.core.cron import Cron, CronFire, MisfirePolicy
 from longcall.core.observed import CronFired, CronMisfired
@@ -34,6 +35,7 @@ class Scheduler:
         poll: float = 1.0,
         keep_fires: float = 7 * 86400.0,
         prune_every: float = 3600.0,
+        versions: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -45,6 +47,8 @@ class Scheduler:
         self.poll = poll
         self.keep_fires = keep_fires
         self.prune_every = prune_every
+        # The version of each workflow its fired runs record (the app's registered ones).
+        self.versions = versions or dict
         self.claimed = 0  # occurrences this scheduler claimed (fired, skipped or not)
         self._pruned_at: float | None = None
         self._wake: asyncio.Event | None = None
@@ -98,7 +102,7 @@ class Scheduler:
         fires: list[CronFire] = []
         while True:
             got, taken = self.runtime.store.fire_due(
-                at, lambda cron: self.plan(cron, at), limit=self.batch
+                at, lambda cron: self.plan(cron, at), limit=self.batch, versions=self.versions()
             )
             fires += got
             self.claimed += len(got)

@@ -21,7 +21,7 @@ the occurrences it skipped; ``last_fire_at`` is the fire time of the latest of t
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,7 +234,12 @@ class CronOps(StoreCore):
         return None if row is None or row["at"] is None else float(row["at"])
 
     def fire_due(
-        self, now: float, plan: Callable[[Cron], FirePlan], *, limit: int = 100
+        self,
+        now: float,
+        plan: Callable[[Cron], FirePlan],
+        *,
+        limit: int = 100,
+        versions: Mapping[str, str] | None = None,
     ) -> tuple[list[CronFire], int]:
         """Fire up to ``limit`` due schedules (not paused, ``next_fire_at <= now``), soonest
         first, in one transaction: for each, ``plan(schedule)`` says which occurrences to act
@@ -244,6 +249,7 @@ class CronOps(StoreCore):
         Returns the occurrences this call claimed and how many schedules it took. On
         PostgreSQL a schedule another scheduler holds is skipped (it fires there); a claim
         already made (by anyone) is not acted on again, so repeating the call is harmless.
+        A run records ``versions[workflow_id]`` as its version ("1" for a workflow not in it).
         """
 
         def work(tx: Tx) -> tuple[list[CronFire], int]:
@@ -253,7 +259,12 @@ class CronOps(StoreCore):
                 cron = cron_from_row(row)
                 decided = plan(cron)
                 fires += self._fire_occurrences(
-                    tx, cron, decided.occurrences, now, next_fire_at=decided.next_fire_at
+                    tx,
+                    cron,
+                    decided.occurrences,
+                    now,
+                    next_fire_at=decided.next_fire_at,
+                    versions=versions,
                 )
             return fires, len(rows)
 
@@ -262,7 +273,14 @@ class CronOps(StoreCore):
             self._runs_queued()  # (PostgreSQL's workers heard of them at the commit)
         return fires, taken
 
-    def trigger(self, cron_id: str, now: float, *, force: bool = False) -> CronFire:
+    def trigger(
+        self,
+        cron_id: str,
+        now: float,
+        *,
+        force: bool = False,
+        versions: Mapping[str, str] | None = None,
+    ) -> CronFire:
         """Start a run now, outside the schedule's occurrences, recorded at ``now`` as
         ``triggered``. The concurrency policy applies: ``queue`` waits behind the schedule's
         runs, ``skip`` refuses (``trigger_skipped``, no run) while a run is active unless
@@ -276,7 +294,14 @@ class CronOps(StoreCore):
                 raise CronNotFound(cron_id)
             cron = cron_from_row(row)
             fired = self._fire_occurrences(
-                tx, cron, [now], now, next_fire_at=cron.next_fire_at, trigger=True, force=force
+                tx,
+                cron,
+                [now],
+                now,
+                next_fire_at=cron.next_fire_at,
+                trigger=True,
+                force=force,
+                versions=versions,
             )
             if fired:
                 return fired[0]
@@ -299,6 +324,7 @@ class CronOps(StoreCore):
         next_fire_at: float | None,
         trigger: bool = False,
         force: bool = False,
+        versions: Mapping[str, str] | None = None,
     ) -> list[CronFire]:
         """Claim each occurrence, act on those this transaction claimed, move the schedule."""
         fires: list[CronFire] = []
@@ -351,6 +377,7 @@ class CronOps(StoreCore):
                     now=now + started * _CREATION_STEP,
                     cron_id=cron.cron_id,
                     concurrency_key=key,
+                    version=(versions or {}).get(cron.workflow_id, "1"),
                     channel=RUNS_CHANNEL,  # PostgreSQL's workers hear of it at the commit
                 )
                 started += 1

@@ -6,11 +6,19 @@ another worker (its lease ran out) is no longer written to by the one that lost 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from longcall.core.runs import Interrupt, Run, RunBacklog, RunEvent, RunStatus, Step
+from longcall.core.runs import (
+    Interrupt,
+    Run,
+    RunBacklog,
+    RunEvent,
+    RunStatus,
+    RunVersion,
+    Step,
+)
 from longcall.errors import RunNotFound, RunStateError
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
 
@@ -46,6 +54,7 @@ def run_from_row(row: Row) -> Run:
         wake_at=row["wake_at"],
         recv_topic=row["recv_topic"],
         parent_run_id=row["parent_run_id"],
+        version=row["version"],
         forked_from=row["forked_from"],
         forked_step=row["forked_step"],
     )
@@ -96,6 +105,7 @@ class NextClaim:
     take: Callable[[list[Held]], None]
     wanted: Callable[[], bool] = lambda: True
     looked: bool = False
+    registered: Collection[tuple[str, str]] | None = None  # as for ``claim_runs``
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +161,13 @@ _NO_END = dict.fromkeys(
 )
 _NO_END |= _NO_STEP
 
+
+def registered_param(registered: Collection[tuple[str, str]] | None) -> str | None:
+    """claim_runs's ``registered``: the (workflow id, version) pairs as a JSON array of
+    pairs, sorted (one text for one set); None claims runs of any."""
+    return None if registered is None else dumps(sorted([w, v] for w, v in registered))
+
+
 # The error a cancelled run ends with, wherever it was when it was cancelled.
 CANCELLED = {"type": "Cancelled", "message": "the run was cancelled"}
 
@@ -180,9 +197,12 @@ class RunOps(StoreCore):
         idempotency_key: str | None = None,
         max_retries: int = 0,
         timeout_secs: float | None = None,
+        version: str = "1",
     ) -> tuple[Run, bool]:
         """Create the run: held by ``holder`` to execute at once, or queued for a worker.
-        The existing one if the id or the idempotency key is taken (True when created)."""
+        The existing one if the id or the idempotency key is taken (True when created).
+        ``version``: the version of the workflow that starts it (only workers that have
+        registered it claim the run)."""
         encoded = dumps(input)
         rows = self._statement(
             "insert_run",
@@ -197,6 +217,7 @@ class RunOps(StoreCore):
             idempotency_key=idempotency_key,
             max_retries=max_retries,
             timeout_secs=timeout_secs,
+            version=version,
             holder=holder,
             lease=lease,
             channel=RUNS_CHANNEL,
@@ -232,6 +253,7 @@ class RunOps(StoreCore):
                 created_at=inserted["created_at"],
                 updated_at=inserted["created_at"],
                 finished_at=None,
+                version=version,
             )
             return created, True
 
@@ -286,11 +308,25 @@ class RunOps(StoreCore):
 
         return self._transact(work)
 
-    def claim_runs(self, holder: str, *, limit: int, lease: float) -> list[Held]:
+    def claim_runs(
+        self,
+        holder: str,
+        *,
+        limit: int,
+        lease: float,
+        registered: Collection[tuple[str, str]] | None = None,
+    ) -> list[Held]:
         """Take up to ``limit`` runs to execute: abandoned ones (their holder's lease ran
-        out) first, then queued ones; each with its record when it executed before."""
+        out) first, then queued ones; each with its record when it executed before. With
+        ``registered`` ((workflow id, version) pairs), only runs of those."""
         rows = self._statement(
-            "claim_runs", holder=holder, lease=lease, limit=limit, now=self.now(), **_NO_END
+            "claim_runs",
+            holder=holder,
+            lease=lease,
+            limit=limit,
+            now=self.now(),
+            **_NO_END,
+            registered=registered_param(registered),
         )
         return self._held(rows)
 
@@ -426,10 +462,12 @@ class RunOps(StoreCore):
             single = False  # written in the end's transaction, before it
         # claim_runs ends the run, and with ``limit`` 0 claims nothing after it.
         ending = {**params, "end_run_id": run_id, "end_holder": holder, "lease": 0.0, "limit": 0}
+        ending["registered"] = None
         if single:
             claim = then_claim if then_claim is not None and then_claim.wanted() else None
             if claim is not None:
                 ending |= {"holder": claim.holder, "lease": claim.lease, "limit": claim.limit}
+                ending["registered"] = registered_param(claim.registered)
             rows = self._statement("claim_runs", **ending)
             done = [run_from_row(r) for r in rows if r["kind"] == "ended"]
             if claim is not None:
@@ -499,11 +537,13 @@ class RunOps(StoreCore):
         user_id: str | None = None,
         before: tuple[float, str] | None = None,
         limit: int = 50,
+        version: str | None = None,
     ) -> list[Run]:
         """Newest first; ``before`` is the (created_at, run_id) of the last run of a page."""
         params = {
             "status": status.value if status else None,
             "workflow_id": workflow_id,
+            "version": version,
             "user_id": user_id,
             "before_created": before[0] if before else None,
             "before_id": before[1] if before else None,
@@ -522,6 +562,27 @@ class RunOps(StoreCore):
             if row["status"] == "queued":
                 oldest = row["oldest"]
         return RunBacklog(counts, oldest)
+
+    def run_versions(
+        self, *, workflow_id: str | None = None, user_id: str | None = None
+    ) -> list[RunVersion]:
+        """Per workflow and version, its runs not finished by status; only versions that
+        have some, ordered by workflow and version."""
+        rows = self._transact(
+            lambda tx: tx.all("run_versions", workflow_id=workflow_id, user_id=user_id),
+            write=False,
+        )
+        found: dict[tuple[str, str], RunVersion] = {}
+        for row in rows:
+            key = (row["workflow_id"], row["version"])
+            if key not in found:
+                counts = dict.fromkeys(("queued", "running", "waiting_input", "sleeping"), 0)
+                found[key] = RunVersion(key[0], key[1], counts, row["oldest"])
+            entry = found[key]
+            entry.counts[row["status"]] = int(row["n"])
+            if row["oldest"] < entry.oldest_created_at:
+                found[key] = RunVersion(key[0], key[1], entry.counts, row["oldest"])
+        return list(found.values())
 
     def runs_of_job(self, job_id: str) -> list[Run]:
         """The background runs doing the work of the job ``job_id``, oldest first (usually

@@ -7,6 +7,7 @@ that was in flight when a process died runs again.
 """
 
 from longcall.core.runs import HistoryEntry, Interrupt, Run, RunEvent, RunStatus, Step
+from longcall.workflows._versions import checked_version
 from longcall.workflows.answers import answer_problems, key_number
 from longcall.workflows.children import ChildHandle
 from longcall.workflows.engine import Cancelled, RetryPolicy, Suspend, Task, TaskContext
@@ -58,5 +59,6 @@ __all__ = [
     "Workflow",
     "Workflows",
     "answer_problems",
+    "checked_version",
     "key_number",
 ]

@@ -42,6 +42,7 @@ from longcall.workflows import streams as _streams
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._spans import task_span
 from longcall.workflows._timers import checked_name, sleep_seconds, wake_time
+from longcall.workflows._versions import patched
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")
@@ -396,6 +397,21 @@ class TaskContext:
         """The persisted fields' current values (a copy)."""
         return self._exe.state.snapshot()
 
+    def patched(self, change_id: str) -> bool:
+        """True where the run takes the code after the change ``change_id``: a new run, or
+        one that had not reached this point before; False, on every replay, for a run that
+        went past it on the code before the change. Plain ``if``, in sync and async bodies
+        alike (a new run's answer is recorded in its checkpoints; see ``_versions``)."""
+        in_body("patched")
+        return patched(self._exe, change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """Where ``if ctx.patched(change_id):`` stood, once no run that went past it on the
+        old code is left: runs that recorded the patch still replay, new ones record nothing.
+        Remove this call too once those have finished."""
+        in_body("deprecate_patch")
+        patched(self._exe, change_id, deprecated=True)
+
 
 class Execution:
     """One execution of a run's body, holding the run until it ends or suspends."""
@@ -545,7 +561,8 @@ class Execution:
             self.divergence = NonDeterminismError(
                 f"run {self.run.run_id!r} is not deterministic: call {position} was "
                 f"{step.name}(args {step.args_hash}) when the run was recorded, and is "
-                f"{name}(args {digest}) now; change the workflow only for new runs"
+                f"{name}(args {digest}) now; change the workflow only for new runs (a new "
+                f"version, or ctx.patched: docs/workflows.md, Versions)"
             )
             raise self.divergence
         self.settle(position, step.changes, replayed=True)

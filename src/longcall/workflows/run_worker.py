@@ -103,10 +103,14 @@ class RunWorker:
         # Held while slots are counted, reserved, moved to the next run or given up.
         self._moving = threading.Lock()
         self.executed = 0
+        # The (workflow, version) pairs this worker claims runs of: those registered when it
+        # starts. A run of any other stays queued for a worker that has it.
+        self.registered = workflows.registered()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and execute until ``stop`` is set; then let the runs in hand finish."""
         self._loop = loop = asyncio.get_running_loop()
+        self.registered = self.workflows.registered()
         self._wake = wake = asyncio.Event()
         self._stop = stop
 
@@ -195,7 +199,9 @@ class RunWorker:
 
     def _claim_runs(self, limit: int) -> list[Held]:
         lease = self.workflows.lease
-        return self.runtime.store.claim_runs(self._new_holder(), limit=limit, lease=lease)
+        return self.runtime.store.claim_runs(
+            self._new_holder(), limit=limit, lease=lease, registered=self.registered
+        )
 
     async def _claim(self) -> None:
         limit = self._reserve()
@@ -354,6 +360,7 @@ class RunWorker:
             1,
             take,
             wanted=functools.partial(self._wanted, slot),
+            registered=self.registered,
         )
         return slot.claim
 

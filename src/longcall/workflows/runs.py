@@ -36,6 +36,7 @@ from longcall.store.runs import CANCELLED, Checkpoint, Held, NextClaim
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._leases import Heartbeat
 from longcall.workflows._spans import ended, run_span
+from longcall.workflows._versions import DEFAULT_VERSION, checked_version
 from longcall.workflows.answers import check_answers, key_number
 from longcall.workflows.engine import (
     Cancelled,
@@ -73,9 +74,11 @@ class Workflow(Generic[P, R]):
         *,
         state: Mapping[str, Reducer] | None,
         validator: StateSchemaValidator | None,
+        version: str = DEFAULT_VERSION,
     ) -> None:
         self.func: Callable[..., Any] = func
         self.workflow_id = workflow_id
+        self.version = checked_version(version)
         self.state_fields = dict(state or {})
         self.validator = validator
         self.is_async = inspect.iscoroutinefunction(func)
@@ -249,10 +252,13 @@ class Workflows:
         *,
         state: Mapping[str, Reducer] | None = None,
         validator: StateSchemaValidator | None = None,
+        version: str = DEFAULT_VERSION,
     ) -> Workflow[..., Any] | WorkflowDecorator:
+        version = checked_version(version)  # refused at the decorator, before any body
+
         def register(f: Callable[..., Any], wid: str | None) -> Workflow[..., Any]:
             wf: Workflow[..., Any] = Workflow(
-                f, wid or f.__name__, state=state, validator=validator
+                f, wid or f.__name__, state=state, validator=validator, version=version
             )
             if wf.workflow_id in self.registry:
                 raise WorkflowError(f"a workflow {wf.workflow_id!r} is already registered")
@@ -262,6 +268,20 @@ class Workflows:
         if callable(workflow_id):
             return register(workflow_id, None)
         return lambda f: register(f, workflow_id)  # type: ignore[return-value]
+
+    def registered(self) -> frozenset[tuple[str, str]]:
+        """The (workflow id, version) pairs registered here: a worker claims runs of these."""
+        return frozenset((wf.workflow_id, wf.version) for wf in self.registry.values())
+
+    def check_version(self, run: Run) -> None:
+        """Refuse to execute here a run started by another version of its workflow."""
+        wf = self.registry.get(run.workflow_id)
+        if wf is not None and wf.version != run.version:
+            raise RunStateError(
+                f"run {run.run_id!r} was started by version {run.version!r} of "
+                f"{run.workflow_id!r}, and this app registers version {wf.version!r}: a "
+                f"worker that registers version {run.version!r} executes it"
+            )
 
     def resolve(self, workflow: str | Workflow[..., Any]) -> Workflow[..., Any]:
         if isinstance(workflow, Workflow):
@@ -287,6 +307,7 @@ class Workflows:
             wf.encode_input(input),
             holder=self.runtime.holder,
             lease=self.lease,
+            version=wf.version,
         )
 
     def _execution(self, wf: Workflow[..., Any], held: Held) -> Execution:
@@ -513,14 +534,14 @@ class Workflows:
         """Hold the run to execute it here, with its record; with ``answers``, only a run
         waiting for input, and the answers stored in the same transaction."""
         values = dict(answers) if answers is not None else None
+
+        def check(run: Run, known: dict[str, Interrupt]) -> None:
+            self.check_version(run)
+            if values is not None:
+                self.check_answers(run, known, values)
+
         held = self.runtime.store.hold_run(
-            run_id,
-            self.runtime.holder,
-            lease=self.lease,
-            answers=values,
-            check=None
-            if values is None
-            else lambda run, known: self.check_answers(run, known, values),
+            run_id, self.runtime.holder, lease=self.lease, answers=values, check=check
         )
         if held is None:
             run = self.runtime.store.get_run(run_id)

@@ -147,6 +147,23 @@ class RunList(Shape):
     next_cursor: Cursor
 
 
+class WorkflowVersion(Shape):
+    """One version of one workflow with runs not finished, counted by status."""
+
+    workflow_id: str
+    version: str
+    queued: int
+    running: int
+    waiting_input: int
+    sleeping: int
+    active: Annotated[int, pydantic.Field(description="Its runs not finished, in all.")]
+    oldest_created_at: Time
+
+
+class WorkflowVersions(Shape):
+    versions: list[WorkflowVersion]
+
+
 class Worker(Shape):
     worker_id: str
     workflows: list[str]

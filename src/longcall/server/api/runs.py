@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any
@@ -53,9 +54,9 @@ from longcall.server.api.streams import message, stream, ticks, wants_stream
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
 from longcall.server.errors import Error, error
-from longcall.shapes import Event, HistoryStep, PendingInterrupt, Step
+from longcall.shapes import Event, HistoryStep, PendingInterrupt, Step, iso
 from longcall.shapes import Run as RunShape
-from longcall.workflows import answer_problems, key_number
+from longcall.workflows import answer_problems, checked_version, key_number
 
 MAX_KEY = RULES["idempotency_key"].max_length  # characters in an Idempotency-Key
 STATUSES = [s.value for s in RunStatus]
@@ -214,6 +215,12 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
     user = None if who.admin else who.user_id
     if who.admin and q.get("user"):
         user = q["user"]
+    version = q.get("version")
+    if version is not None:
+        try:
+            checked_version(version)
+        except InvalidValue as exc:
+            return error(422, "invalid_query", str(exc), "version")
     limit = int(limit_text)
     if q.get("parent"):
         children = await app.in_thread(app.monitor.child_runs, q["parent"])
@@ -234,9 +241,36 @@ async def list_(request: Request, app: App, who: Principal) -> Response:
         user_id=user,
         before=before,
         limit=limit,
+        version=version,
     )
     next_cursor = _cursor(runs[-1]) if len(runs) == limit else None
     return reply(models.RunList(runs=[RunShape.of(r) for r in runs], next_cursor=next_cursor))
+
+
+async def versions(request: Request, app: App, who: Principal) -> Response:
+    """A user's token counts that user's runs; an admin's, everyone's."""
+    workflow = request.query_params.get("workflow")
+    if workflow is not None and "\x00" in workflow:
+        return error(422, "invalid_query", "no NUL characters here", "workflow")
+    user = None if who.admin else who.user_id
+    found = await app.in_thread(functools.partial(app.run_versions, workflow, user_id=user))
+    return reply(
+        models.WorkflowVersions(
+            versions=[
+                models.WorkflowVersion(
+                    workflow_id=v.workflow_id,
+                    version=v.version,
+                    queued=v.counts["queued"],
+                    running=v.counts["running"],
+                    waiting_input=v.counts["waiting_input"],
+                    sleeping=v.counts["sleeping"],
+                    active=v.active,
+                    oldest_created_at=iso(v.oldest_created_at),
+                )
+                for v in found
+            ]
+        )
+    )
 
 
 async def get(request: Request, app: App, who: Principal) -> Response:
@@ -409,9 +443,21 @@ OPERATIONS = (
                 "parent",
                 "Only the children of this run (ctx.start_child), oldest first, in one page.",
             ),
+            query("version", "Only runs started by this version of their workflow."),
             *PAGE,
         ),
         answers={200: Answer("A page of runs.", models.RunList)},
+        refusals=(401, 422, 503),
+    ),
+    _run(
+        "GET",
+        "/v1/workflows/versions",
+        versions,
+        summary="Per workflow and version, its runs not finished that the caller may see.",
+        description="A version missing here has drained: no run of it is queued, running, "
+        "waiting or sleeping, and workers that register only that version can go.",
+        params=(query("workflow", "Only this workflow's versions."),),
+        answers={200: Answer("The versions with runs not finished.", models.WorkflowVersions)},
         refusals=(401, 422, 503),
     ),
     _run(

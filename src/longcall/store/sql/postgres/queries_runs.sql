@@ -8,13 +8,13 @@ WITH created AS (
     INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                          concurrency_key, idempotency_key, max_retries, timeout_secs,
                          available_at, holder, lease_expires_at, executions, created_at,
-                         updated_at)
+                         updated_at, version)
     VALUES (%(run_id)s, %(workflow_id)s, %(status)s, %(input)s::jsonb, %(user_id)s,
             %(job_id)s, %(cron_id)s, %(concurrency_key)s, %(idempotency_key)s,
             %(max_retries)s, %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
             CASE WHEN %(holder)s::text IS NULL THEN NULL ELSE lc_now(%(now)s) + %(lease)s END,
             CASE WHEN %(holder)s::text IS NULL THEN 0 ELSE 1 END,
-            lc_now(%(now)s), lc_now(%(now)s))
+            lc_now(%(now)s), lc_now(%(now)s), %(version)s)
     ON CONFLICT DO NOTHING
     RETURNING status, created_at, lease_expires_at),
 told AS (SELECT pg_notify(%(channel)s, 'queued') FROM created WHERE status = 'queued')
@@ -120,6 +120,8 @@ RETURNING *;
 -- ends: one round trip, not two); ``limit`` 0 only ends. Rows come back with ``kind``:
 -- 'ended' or 'claimed'.
 -- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
+-- With ``registered`` (a JSON array of [workflow_id, version] pairs: what the worker has
+-- registered) it claims only runs of those; others stay where they are for another worker.
 WITH ended AS (
     UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb,
                        error = %(error)s::jsonb, state = %(state)s::jsonb, holder = NULL,
@@ -149,11 +151,13 @@ abandoned AS (
     SELECT run_id, lease_expires_at AS since FROM lc_runs
     WHERE status = 'running' AND lease_expires_at <= lc_now(%(now)s)
       AND run_id IS DISTINCT FROM %(end_run_id)s AND (SELECT ok FROM go)
+      /*if registered*/ AND (workflow_id, version) IN (SELECT w ->> 0, w ->> 1 FROM jsonb_array_elements(%(registered)s::jsonb) w)
     ORDER BY lease_expires_at LIMIT {limit}
     FOR UPDATE SKIP LOCKED),
 queued AS (
     SELECT r.run_id, r.available_at AS since FROM lc_runs r
     WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s) AND (SELECT ok FROM go)
+      /*if registered*/ AND (r.workflow_id, r.version) IN (SELECT w ->> 0, w ->> 1 FROM jsonb_array_elements(%(registered)s::jsonb) w)
       AND (r.concurrency_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM lc_runs o
           WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id

@@ -10,6 +10,7 @@ WHERE (%(status)s::text IS NULL
                  THEN 'sleeping' ELSE status END)
           = %(status)s)
   AND (%(workflow_id)s::text IS NULL OR workflow_id = %(workflow_id)s)
+  AND (%(version)s::text IS NULL OR version = %(version)s)
   AND (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
   AND (%(before_created)s::float8 IS NULL OR created_at < %(before_created)s
        OR (created_at = %(before_created)s AND run_id < %(before_id)s))
@@ -29,3 +30,16 @@ SELECT CASE WHEN status = 'queued' AND (wake_at IS NOT NULL OR recv_topic IS NOT
        COUNT(*) AS n, MIN(available_at) AS oldest FROM lc_runs
 WHERE status IN ('queued', 'running', 'waiting_input')
 GROUP BY 1;
+
+-- name: run_versions
+-- Runs not finished, by workflow, version and status (sleeping apart, as in run_backlog),
+-- with the oldest one's creation: an old version has drained once it has no row here.
+SELECT workflow_id, version,
+       CASE WHEN status = 'queued' AND (wake_at IS NOT NULL OR recv_topic IS NOT NULL)
+            THEN 'sleeping' ELSE status END AS status,
+       COUNT(*) AS n, MIN(created_at) AS oldest FROM lc_runs
+WHERE status IN ('queued', 'running', 'waiting_input')
+  /*if workflow_id*/ AND workflow_id = %(workflow_id)s
+  /*if user_id*/ AND user_id = %(user_id)s
+GROUP BY 1, 2, 3
+ORDER BY 1, 2, 3;

@@ -5,11 +5,11 @@
 -- It returns only what the database decided: nothing when the id or idempotency key is taken.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                      concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
-                     holder, lease_expires_at, executions, created_at, updated_at)
+                     holder, lease_expires_at, executions, created_at, updated_at, version)
 VALUES (:run_id, :workflow_id, :status, :input, :user_id, :job_id, :cron_id, :concurrency_key,
         :idempotency_key, :max_retries, :timeout_secs, :now, :holder,
         CASE WHEN :holder IS NULL THEN NULL ELSE :now + :lease END,
-        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now)
+        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now, :version)
 ON CONFLICT DO NOTHING
 RETURNING status, created_at, lease_expires_at;
 
@@ -99,6 +99,8 @@ RETURNING *;
 -- stands: completed, failed, cancelled, waiting_input, or queued with ``wake_at``: asleep), and the second claims only if that
 -- end was the holder's to record (changes() counts the first's rows); ``limit`` 0 only ends.
 -- Both run in one transaction; rows come back with ``kind``: 'ended' or 'claimed'.
+-- With ``registered`` (a JSON array of [workflow_id, version] pairs: what the worker has
+-- registered) it claims only runs of those; others stay where they are for another worker.
 UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
                    errors = CASE WHEN :error IS NULL THEN errors
                                  ELSE json_insert(errors, '$[#]', json(:error)) END,
@@ -119,11 +121,13 @@ WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
         SELECT * FROM (
             SELECT run_id, 0 AS rank, lease_expires_at AS since FROM lc_runs
             WHERE status = 'running' AND lease_expires_at <= :now
+              /*if registered*/ AND EXISTS (SELECT 1 FROM json_each(:registered) w WHERE json_extract(w.value, '$[0]') = workflow_id AND json_extract(w.value, '$[1]') = version)
             ORDER BY lease_expires_at LIMIT :limit)
         UNION ALL
         SELECT * FROM (
             SELECT r.run_id, 1 AS rank, r.available_at AS since FROM lc_runs r
             WHERE r.status = 'queued' AND r.available_at <= :now
+              /*if registered*/ AND EXISTS (SELECT 1 FROM json_each(:registered) w WHERE json_extract(w.value, '$[0]') = r.workflow_id AND json_extract(w.value, '$[1]') = r.version)
               AND (r.concurrency_key IS NULL OR NOT EXISTS (
                   SELECT 1 FROM lc_runs o
                   WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id

@@ -162,6 +162,7 @@ CREATE TABLE lc_runs (
     parent_run_id    TEXT,  -- schema 18: the run whose ctx.start_child started this one
     child_key        TEXT,  -- schema 18: the key it was started under, unique per parent
     on_parent_cancel TEXT,  -- schema 18: 'cancel' or 'abandon' when the parent is cancelled
+    version          TEXT NOT NULL DEFAULT '1',  -- schema 19: the workflow version that started it
     forked_from      TEXT,  -- schema 22: the run this one was forked from (app.fork_run)
     forked_step      INTEGER  -- schema 22: and the step it executes from
 );
