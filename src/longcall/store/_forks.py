@@ -13,7 +13,9 @@ from longcall.store.runs import RUNS_CHANNEL, run_from_row
 class ForkOps(StoreCore):
     """Forking runs; part of :class:`~longcall.store.Store`."""
 
-    def fork_run(self, run_id: str, new_run_id: str, *, from_step: int, input: Any) -> Run:
+    def fork_run(
+        self, run_id: str, new_run_id: str, *, from_step: int, input: Any, version: str = "1"
+    ) -> Run:
         """In one transaction: check ``from_step`` against the run's record (1 to one past
         its last recorded step), create ``new_run_id`` queued with ``input``, the original's
         workflow, owner, retries and timeout, and ``forked_from``/``forked_step`` set, and
@@ -42,6 +44,7 @@ class ForkOps(StoreCore):
                 from_run_id=run_id,
                 input=dumps(input),
                 step=from_step,
+                version=version,
                 now=now,
             )
             assert forked is not None  # the original exists: it was read above

@@ -31,6 +31,7 @@ class RunChildOps(RunOps):
         child_key: str,
         on_parent_cancel: str,
         user_id: str | None = None,
+        version: str = "1",
     ) -> tuple[Run, bool]:
         """Queue the child run, unless ``parent_run_id`` started one under ``child_key``
         before: then that one (True when this call created it). A child created while its
@@ -47,6 +48,7 @@ class RunChildOps(RunOps):
                 parent_run_id=parent_run_id,
                 child_key=child_key,
                 on_parent_cancel=on_parent_cancel,
+                version=version,
                 now=now,
             )
             row = tx.one("child_by_key", parent_run_id=parent_run_id, child_key=child_key)

@@ -145,21 +145,22 @@ def start_child(
     wf = _resolve(exe.registry, workflow)
     encoded = wf.encode_input(input)  # a wrong input fails here, before anything is stored
     if exe.is_async:
-        return _start_async(exe, wf.workflow_id, encoded, key, on_parent_cancel)
+        return _start_async(exe, wf, encoded, key, on_parent_cancel)
     exe.check_in()
-    return _start(exe, wf.workflow_id, encoded, key, on_parent_cancel)
+    return _start(exe, wf, encoded, key, on_parent_cancel)
 
 
 async def _start_async(
-    exe: Execution, workflow_id: str, encoded: Any, key: str | None, on_parent_cancel: str
+    exe: Execution, wf: Workflow[..., Any], encoded: Any, key: str | None, on_parent_cancel: str
 ) -> ChildHandle:
     exe.check_in()
-    return await exe.runtime.in_thread(_start, exe, workflow_id, encoded, key, on_parent_cancel)
+    return await exe.runtime.in_thread(_start, exe, wf, encoded, key, on_parent_cancel)
 
 
 def _start(
-    exe: Execution, workflow_id: str, encoded: Any, key: str | None, on_parent_cancel: str
+    exe: Execution, wf: Workflow[..., Any], encoded: Any, key: str | None, on_parent_cancel: str
 ) -> ChildHandle:
+    workflow_id = wf.workflow_id
     position = exe.take_position()
     name = "longcall.start_child"
     digest = args_hash({"workflow": workflow_id, "key": key, "input": encoded})
@@ -177,6 +178,7 @@ def _start(
         child_key=child_key,
         on_parent_cancel=on_parent_cancel,
         user_id=parent.user_id,
+        version=wf.version,  # the child runs on the version this app registers
     )
     _check_same(run, parent.run_id, workflow_id, child_key)
     exe.record(position, name, digest, True, {"run_id": run.run_id}, _Frame(position), started)

@@ -119,4 +119,5 @@ def fork(
         f"run-{uuid.uuid4().hex}",
         from_step=from_step,
         input=encoded,
+        version=wf.version,  # it executes on the current code: this app's version
     )

@@ -7,9 +7,11 @@ SELECT COALESCE(MAX(position), 0) AS last FROM lc_run_steps WHERE run_id = %(run
 -- name: insert_fork
 -- Queued for a worker, as submit_run queues a run; the original's owner, retries and timeout.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, max_retries, timeout_secs,
-                     available_at, executions, created_at, updated_at, forked_from, forked_step)
+                     available_at, executions, created_at, updated_at, forked_from, forked_step,
+                     version)
 SELECT %(run_id)s, workflow_id, 'queued', %(input)s::jsonb, user_id, max_retries, timeout_secs,
-       lc_now(%(now)s), 0, lc_now(%(now)s), lc_now(%(now)s), run_id, %(step)s
+       lc_now(%(now)s), 0, lc_now(%(now)s), lc_now(%(now)s), run_id, %(step)s,
+       %(version)s
 FROM lc_runs WHERE run_id = %(from_run_id)s
 RETURNING *;
 

@@ -4,9 +4,9 @@
 -- name: insert_child_run
 -- Queued for a worker; nothing when the parent started a child under this key before.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, available_at, executions,
-                     parent_run_id, child_key, on_parent_cancel, created_at, updated_at)
+                     parent_run_id, child_key, on_parent_cancel, version, created_at, updated_at)
 VALUES (%(run_id)s, %(workflow_id)s, 'queued', %(input)s::jsonb, %(user_id)s, lc_now(%(now)s),
-        0, %(parent_run_id)s, %(child_key)s, %(on_parent_cancel)s, lc_now(%(now)s),
+        0, %(parent_run_id)s, %(child_key)s, %(on_parent_cancel)s, %(version)s, lc_now(%(now)s),
         lc_now(%(now)s))
 ON CONFLICT DO NOTHING
 RETURNING run_id;

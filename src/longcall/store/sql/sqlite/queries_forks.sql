@@ -7,9 +7,11 @@ SELECT COALESCE(MAX(position), 0) AS last FROM lc_run_steps WHERE run_id = :run_
 -- name: insert_fork
 -- Queued for a worker, as submit_run queues a run; the original's owner, retries and timeout.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, max_retries, timeout_secs,
-                     available_at, executions, created_at, updated_at, forked_from, forked_step)
+                     available_at, executions, created_at, updated_at, forked_from, forked_step,
+                     version)
 SELECT :run_id, workflow_id, 'queued', :input, user_id, max_retries, timeout_secs, :now, 0,
-       :now, :now, run_id, :step
+       :now, :now, run_id, :step,
+       :version
 FROM lc_runs WHERE run_id = :from_run_id
 RETURNING *;
 

@@ -4,9 +4,9 @@
 -- name: insert_child_run
 -- Queued for a worker; nothing when the parent started a child under this key before.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, available_at, executions,
-                     parent_run_id, child_key, on_parent_cancel, created_at, updated_at)
+                     parent_run_id, child_key, on_parent_cancel, version, created_at, updated_at)
 VALUES (:run_id, :workflow_id, 'queued', :input, :user_id, :now, 0, :parent_run_id,
-        :child_key, :on_parent_cancel, :now, :now)
+        :child_key, :on_parent_cancel, :version, :now, :now)
 ON CONFLICT DO NOTHING
 RETURNING run_id;
 
