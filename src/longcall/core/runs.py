@@ -55,6 +55,9 @@ class Run:
     finished_at: float | None
     wake_at: float | None = None  # when a sleeping run wakes (the database's clock)
     recv_topic: str | None = None  # the topic a run waiting in ``ctx.recv`` wants
+    queue_name: str | None = None  # the named queue it was submitted to (app.queue)
+    priority: int = 0  # within its queue, lower runs first
+    dedupe_id: str | None = None  # unique among its queue's active runs
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.

@@ -37,6 +37,7 @@ from longcall.store import queries as sql
 from longcall.store._hooks import HookOps
 from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
+from longcall.store._queues import QueueOps
 from longcall.store._retention import RetentionOps
 from longcall.store._run_messages import RunMessageOps
 from longcall.store._sessions import SessionOps
@@ -136,6 +137,7 @@ class Store(
     LoginOps,
     RunOps,
     RunMessageOps,
+    QueueOps,
     CronOps,
     WorkerOps,
 ):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from longcall.core.runs import Interrupt, Run, RunBacklog, RunEvent, RunStatus, Step
-from longcall.errors import RunNotFound
+from longcall.errors import DuplicateRun, RunNotFound
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
 
 
@@ -45,6 +45,9 @@ def run_from_row(row: Row) -> Run:
         finished_at=row["finished_at"],
         wake_at=row["wake_at"],
         recv_topic=row["recv_topic"],
+        queue_name=row["queue_name"],
+        priority=row["priority"],
+        dedupe_id=row["dedupe_id"],
     )
 
 
@@ -177,9 +180,13 @@ class RunOps(StoreCore):
         idempotency_key: str | None = None,
         max_retries: int = 0,
         timeout_secs: float | None = None,
+        queue_name: str | None = None,
+        priority: int = 0,
+        dedupe_id: str | None = None,
     ) -> tuple[Run, bool]:
         """Create the run: held by ``holder`` to execute at once, or queued for a worker.
-        The existing one if the id or the idempotency key is taken (True when created)."""
+        The existing one if the id or the idempotency key is taken (True when created).
+        A ``dedupe_id`` that an active run of ``queue_name`` has raises DuplicateRun."""
         encoded = dumps(input)
         rows = self._statement(
             "insert_run",
@@ -196,6 +203,9 @@ class RunOps(StoreCore):
             timeout_secs=timeout_secs,
             holder=holder,
             lease=lease,
+            queue_name=queue_name,
+            priority=priority,
+            dedupe_id=dedupe_id,
             channel=RUNS_CHANNEL,
             now=self.now(),
         )
@@ -229,6 +239,9 @@ class RunOps(StoreCore):
                 created_at=inserted["created_at"],
                 updated_at=inserted["created_at"],
                 finished_at=None,
+                queue_name=queue_name,
+                priority=priority,
+                dedupe_id=dedupe_id,
             )
             return created, True
 
@@ -236,6 +249,10 @@ class RunOps(StoreCore):
             row = tx.one("get_run", run_id=run_id)
             if row is None and idempotency_key is not None:
                 row = tx.one("run_by_idempotency_key", key=idempotency_key)
+            if row is None and dedupe_id is not None:
+                active = tx.one("active_dedupe", name=queue_name, dedupe_id=dedupe_id)
+                if active is not None:
+                    raise DuplicateRun(str(queue_name), dedupe_id, active["run_id"])
             return row
 
         row = self._transact(existing, write=False)

@@ -5,11 +5,13 @@
 -- It returns only what the database decided: nothing when the id or idempotency key is taken.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                      concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
-                     holder, lease_expires_at, executions, created_at, updated_at)
+                     holder, lease_expires_at, executions, created_at, updated_at, queue_name,
+                     priority, dedupe_id)
 VALUES (:run_id, :workflow_id, :status, :input, :user_id, :job_id, :cron_id, :concurrency_key,
         :idempotency_key, :max_retries, :timeout_secs, :now, :holder,
         CASE WHEN :holder IS NULL THEN NULL ELSE :now + :lease END,
-        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now)
+        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now, :queue_name, :priority,
+        :dedupe_id)
 ON CONFLICT DO NOTHING
 RETURNING status, created_at, lease_expires_at;
 
@@ -124,6 +126,7 @@ WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
         SELECT * FROM (
             SELECT r.run_id, 1 AS rank, r.available_at AS since FROM lc_runs r
             WHERE r.status = 'queued' AND r.available_at <= :now
+              AND r.queue_name IS NULL  -- a named queue's runs: claim_queue_runs
               AND (r.concurrency_key IS NULL OR NOT EXISTS (
                   SELECT 1 FROM lc_runs o
                   WHERE o.concurrency_key = r.concurrency_key AND o.run_id <> r.run_id
