@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +19,11 @@ from longcall.core.clock import FakeClock
 from longcall.core.queues import Queue, parse_rate
 from longcall.errors import DuplicateRun, QueueNotFound
 from longcall.store import Store
+
+from . import queue_procs
+from .bg_procs import sql_rows
+
+PROCS = Path(queue_procs.__file__).resolve()
 
 
 def _submit(store: Store, run_id: str, queue: str, priority: int = 0) -> None:
@@ -218,5 +230,93 @@ def test_worker_of_some_queues_runs_only_theirs(db_url: str) -> None:
         assert all(app.get_run(r).status is RunStatus.COMPLETED for r in others)
         stats = {s.queue.name: s for s in app.queue_stats()}
         assert stats["emails"].counts == {} and stats["reports"].depth == 0
+    finally:
+        app.close()
+
+
+@contextmanager
+def _workers(url: str, directory: Path, count: int) -> Iterator[list[Path]]:
+    """``count`` worker processes of queue_procs.py; stopped (SIGTERM, then SIGKILL) after."""
+    effects = [directory / f"w{i}.effects" for i in range(count)]
+    procs = []
+    for path in effects:
+        with (directory / f"{path.stem}.err").open("wb") as err:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(PROCS), "--url", url, "--effects", str(path)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                )
+            )
+    try:
+        yield effects
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def _wait_done(app: App, run_ids: list[str], sample: Callable[[], None], within: float) -> None:
+    give_up = time.monotonic() + within
+    while time.monotonic() < give_up:
+        sample()
+        if all(app.get_run(r).status is RunStatus.COMPLETED for r in run_ids):
+            return
+    raise AssertionError(f"runs not completed within {within} s")
+
+
+def test_concurrency_5_holds_across_4_worker_processes(db_url: str, tmp_path: Path) -> None:
+    """4 worker processes (2 slots each for the queue: 8 > 5) never run 6 of a concurrency-5
+    queue at once: sampled from the store while they work, and from the tasks' own times."""
+    app = queue_procs.build_app(db_url)
+    try:
+        run_ids = [app.submit_run("held", 0.15, queue="limited").run_id for _ in range(40)]
+        samples: list[int] = []
+
+        def sample() -> None:
+            rows = sql_rows(
+                db_url,
+                "SELECT count(*) FROM lc_runs WHERE queue_name = 'limited' AND status = 'running'",
+            )
+            samples.append(int(rows[0][0]))
+
+        with _workers(db_url, tmp_path, 4) as effects:
+            _wait_done(app, run_ids, sample, within=180)
+        spans = queue_procs.read_spans(*effects)
+        assert sorted(spans) == sorted(run_ids)
+        at_once = queue_procs.most_at_once([(s, e) for _, s, e in spans.values()])
+        assert max(samples) <= 5 and at_once <= 5, (max(samples), at_once)
+        # The limit was reached for real: the test could have seen a sixth.
+        assert at_once >= 3 and len({pid for pid, _, _ in spans.values()}) >= 2
+        for pid in {pid for pid, _, _ in spans.values()}:
+            mine = [(s, e) for p, s, e in spans.values() if p == pid]
+            assert queue_procs.most_at_once(mine) <= 2  # worker_concurrency
+    finally:
+        app.close()
+
+
+def test_rate_limit_holds_across_worker_processes(db_url: str, tmp_path: Path) -> None:
+    """A 4/1s queue drained by 3 processes starts at most 4 runs (+1: the issue's bound) in
+    any window of the period, and so takes the periods that implies."""
+    count, period = queue_procs.RATE
+    app = queue_procs.build_app(db_url)
+    try:
+        run_ids = [app.submit_run("held", 0.0, queue="rated").run_id for _ in range(14)]
+        with _workers(db_url, tmp_path, 3) as effects:
+            _wait_done(app, run_ids, lambda: time.sleep(0.05), within=180)
+        starts = sorted(s for _, s, _ in queue_procs.read_spans(*effects).values())
+        assert len(starts) == 14
+        # The claims are exact on the database's clock; a task starts some milliseconds after
+        # its claim, so the window the tasks are counted in is 0.1 s (10x that) shorter.
+        window = period - 0.1
+        in_window = max(sum(1 for t in starts if s <= t < s + window) for s in starts)
+        assert in_window <= count + 1, [round(t - starts[0], 3) for t in starts]
+        assert starts[-1] - starts[0] >= (14 // count - 1) * period * 0.9
     finally:
         app.close()
