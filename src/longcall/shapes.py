@@ -169,6 +169,14 @@ class Run(Shape):
         str | None,
         pydantic.Field(description="The topic a run waiting in ``ctx.recv`` waits for."),
     ] = None
+    queue: Annotated[
+        str | None, pydantic.Field(description="The named queue it was submitted to.")
+    ] = None
+    priority: Annotated[int, pydantic.Field(description="Within its queue, lower first.")] = 0
+    dedupe_id: Annotated[
+        str | None,
+        pydantic.Field(description="Unique among its queue's active runs."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -191,6 +199,9 @@ class Run(Shape):
             finished_at=iso(run.finished_at),
             wake_at=iso(run.wake_at),
             recv_topic=run.recv_topic,
+            queue=run.queue_name,
+            priority=run.priority,
+            dedupe_id=run.dedupe_id,
         )
 
 

@@ -351,6 +351,9 @@ class CronOps(StoreCore):
                     now=now + started * _CREATION_STEP,
                     cron_id=cron.cron_id,
                     concurrency_key=key,
+                    queue_name=None,
+                    priority=0,
+                    dedupe_id=None,
                     channel=RUNS_CHANNEL,  # PostgreSQL's workers hear of it at the commit
                 )
                 started += 1

@@ -18,6 +18,7 @@ from longcall.server.api import (
     health,
     hooks,
     jobs,
+    queues,
     run_messages,
     runs,
     sessions,
@@ -35,6 +36,7 @@ OPERATIONS: tuple[Operation, ...] = (
     *run_messages.OPERATIONS,
     *runs.OPERATIONS,
     *workers.OPERATIONS,
+    *queues.OPERATIONS,
     *cron.OPERATIONS,
     *sessions.OPERATIONS,
 )
