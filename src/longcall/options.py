@@ -71,6 +71,7 @@ class WorkerOptions(_DeliveryOptions, total=False):
 
     runs: bool | None
     run_concurrency: int
+    run_queues: Sequence[str] | None
     deliveries: int
     sweep_interval: str | float
     dispatch_interval: str | float
