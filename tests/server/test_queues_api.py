@@ -98,3 +98,18 @@ def test_get_queues_shows_limits_depth_and_age(api: Api) -> None:
     assert emails["oldestQueuedAgeSecs"] >= 0
     assert queues["plain"]["depth"] == 0 and queues["plain"]["oldestQueuedAgeSecs"] is None
     assert api.call("GET", "/v1/queues", None).status_code == 401
+
+
+def test_the_runs_page_shows_the_queues(unworked: Any) -> None:
+    """The dashboard's runs page has a Queues panel: each queue's depth and limits."""
+    app = unworked.app
+    app.queue("reports", concurrency=3, rate="10/min")
+    for i in range(2):
+        app.submit_run("refund", {"id": str(i)}, queue="reports")
+    page = unworked.page("/runs")
+    assert page.status_code == 200
+    panel = page.text[page.text.index('id="queues-title"') :]
+    row = panel[panel.index('data-queue="reports"') :].split("</tr>")[0]
+    cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
+    assert cells[0] == "reports" and cells[1] == "2" and cells[2] == "0"
+    assert "concurrency 3" in cells[6] and "rate 10/60s" in cells[6]
