@@ -302,6 +302,9 @@ class Cron(Shape):
     user_id: str | None
     created_at: Time
     updated_at: Time
+    queue: Annotated[
+        str | None, pydantic.Field(description="The named queue its runs are submitted to.")
+    ] = None
 
     @classmethod
     def of(cls, cron: crons.Cron, active_runs: int) -> Cron:
@@ -323,6 +326,7 @@ class Cron(Shape):
             user_id=cron.user_id,
             created_at=iso(cron.created_at),
             updated_at=iso(cron.updated_at),
+            queue=cron.queue,
         )
 
 

@@ -113,3 +113,24 @@ def test_the_runs_page_shows_the_queues(unworked: Any) -> None:
     cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
     assert cells[0] == "reports" and cells[1] == "2" and cells[2] == "0"
     assert "concurrency 3" in cells[6] and "rate 10/60s" in cells[6]
+
+
+def test_a_schedule_takes_a_queue(api: Api) -> None:
+    """POST /v1/cron with ``queue`` stores it and shows it; an undeclared queue is 422."""
+    body = {
+        "name": "nightly",
+        "workflowId": "echo",
+        "cronExpression": "@daily",
+        "input": 1,
+        "concurrencyPolicy": "allow",
+        "queue": "plain",
+    }
+    made = api.call("POST", "/v1/cron", api.admin, body)
+    assert made.status_code == 201, made.text
+    assert made.json()["queue"] == "plain"
+    refused = api.call("POST", "/v1/cron", api.admin, {**body, "name": "x", "queue": "nowhere"})
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "queue"
+    fired = api.call("POST", f"/v1/cron/{made.json()['cronId']}/trigger", api.admin)
+    assert fired.status_code == 202, fired.text
+    (stats,) = [s for s in api.app.queue_stats() if s.queue.name == "plain"]
+    assert stats.depth == 1

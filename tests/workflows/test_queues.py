@@ -17,7 +17,7 @@ import pytest
 from longcall import App, RunStatus
 from longcall.core.clock import FakeClock
 from longcall.core.queues import Queue, parse_rate
-from longcall.errors import DuplicateRun, QueueNotFound
+from longcall.errors import CronValidationError, DuplicateRun, QueueNotFound
 from longcall.store import Store
 
 from . import queue_procs
@@ -189,6 +189,31 @@ def test_app_submit_checks_the_queue(db_url: str, caplog: pytest.LogCaptureFixtu
             app.queue("plain", concurrency=3)
         assert "redefined" in caplog.text
         assert app.store.get_queue("plain") == Queue("plain", concurrency=3)
+    finally:
+        app.close()
+
+
+def test_cron_schedule_submits_its_runs_to_its_queue(db_url: str) -> None:
+    """A schedule created with queue= starts runs in that queue; an undeclared queue is
+    refused with field ``queue`` and creates nothing."""
+    app = App(db_url)
+    try:
+
+        @app.workflow("tick")
+        def tick(_: None) -> None:
+            return None
+
+        app.queue("nightly", concurrency=1)
+        with pytest.raises(CronValidationError) as refused:
+            app.crons.create("bad", "tick", "@daily", queue="nowhere")
+        assert refused.value.field == "queue" and app.crons.list() == []
+        cron = app.crons.create("ok", "tick", "@daily", queue="nightly")
+        assert app.crons.get(cron.cron_id).queue == "nightly"
+        fire = app.crons.trigger(cron.cron_id)
+        assert fire.run_id is not None
+        assert app.store.get_run(fire.run_id).queue_name == "nightly"
+        (stats,) = app.queue_stats()
+        assert stats.depth == 1
     finally:
         app.close()
 

@@ -368,3 +368,5 @@ CREATE TABLE lc_queue_starts (
     started_at REAL NOT NULL
 );
 CREATE INDEX lc_queue_starts_at ON lc_queue_starts (queue_name, started_at);
+-- A cron schedule may submit its runs to a named queue.
+ALTER TABLE lc_cron ADD COLUMN queue_name TEXT;
