@@ -74,7 +74,8 @@ class QueueOps(StoreCore):
         names: Sequence[str] | None = None,
     ) -> list[Held]:
         """Take up to ``limit`` queued runs of the named queues (all declared queues when
-        ``names`` is None) for ``holder``, within each queue's limits; ``worker`` is the
+        ``names`` is None) for ``holder`` (new to this claim: a worker numbers its claims),
+        within each queue's limits; ``worker`` is the
         prefix of every holder of this worker, whose running runs count against
         ``worker_concurrency``. Each queue's claim is its own transaction (see the module)."""
         wanted = sorted({q.name for q in self.queues()} if names is None else set(names))
@@ -100,27 +101,19 @@ class QueueOps(StoreCore):
         if found is None:
             return []
         queue = queue_from_row(found)
-        load = tx.one(
-            "queue_load", name=name, mine=_like_prefix(worker), now=now, period=queue.rate_period
+        return tx.all(
+            "claim_queue_runs",
+            name=name,
+            holder=holder,
+            lease=lease,
+            limit=limit,
+            now=now,
+            mine=_like_prefix(worker),
+            concurrency=queue.concurrency,
+            worker_concurrency=queue.worker_concurrency,
+            rate_limit=queue.rate_limit,
+            period=queue.rate_period,
         )
-        assert load is not None
-        room = limit
-        if queue.concurrency is not None:
-            room = min(room, queue.concurrency - load["running"])
-        if queue.worker_concurrency is not None:
-            room = min(room, queue.worker_concurrency - load["mine"])
-        if queue.rate_limit is not None:
-            room = min(room, queue.rate_limit - load["started"])
-            tx.run("prune_queue_starts", name=name, now=now, period=queue.rate_period)
-        if room <= 0:
-            return []
-        rows = tx.all(
-            "claim_queue_runs", name=name, holder=holder, lease=lease, limit=room, now=now
-        )
-        if queue.rate_limit is not None:
-            for row in rows:
-                tx.run("record_queue_start", name=name, run_id=row["run_id"], now=now)
-        return rows
 
     def queue_stats(self) -> list[QueueStats]:
         """Every declared queue with its runs not finished, by status, and the age of its

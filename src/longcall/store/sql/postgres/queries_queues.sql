@@ -22,25 +22,30 @@ SELECT * FROM lc_queues ORDER BY name;
 -- so each counts the runs the one before it started.
 SELECT * FROM lc_queues WHERE name = %(name)s FOR UPDATE;
 
--- name: queue_load
--- A new statement after the lock, so its snapshot sees the claims committed before it.
-SELECT count(*) AS running,
-       count(*) FILTER (WHERE holder LIKE %(mine)s ESCAPE '\') AS mine,
-       (SELECT count(*) FROM lc_queue_starts
-        WHERE queue_name = %(name)s AND started_at > lc_now(%(now)s) - %(period)s) AS started
-FROM lc_runs WHERE queue_name = %(name)s AND status = 'running';
-
--- name: prune_queue_starts
-DELETE FROM lc_queue_starts
-WHERE queue_name = %(name)s AND started_at <= lc_now(%(now)s) - %(period)s;
-
 -- name: claim_queue_runs
--- Up to ``limit`` of the queue's runs, by priority (lower first), then oldest first.
-WITH picked AS (
+-- Up to as many of the queue's runs as its limits leave room for (none past ``limit``), by
+-- priority (lower first), then oldest first; each claim recorded for the rate limit, and the
+-- claims older than the period pruned. Sent after lock_queue, in its transaction: a new
+-- statement, so its snapshot has the claims committed before the lock was ours. The limits
+-- are the locked row's, passed in (NULL: none).
+WITH load AS (
+    SELECT count(*) AS running,
+           count(*) FILTER (WHERE holder LIKE %(mine)s ESCAPE '\') AS mine
+    FROM lc_runs WHERE queue_name = %(name)s AND status = 'running'),
+started AS (
+    SELECT count(*) AS n FROM lc_queue_starts
+    WHERE queue_name = %(name)s AND started_at > lc_now(%(now)s) - %(period)s::float8),
+room AS (
+    SELECT GREATEST(0, LEAST(%(limit)s::integer,
+        COALESCE(%(concurrency)s::integer - load.running, %(limit)s::integer),
+        COALESCE(%(worker_concurrency)s::integer - load.mine, %(limit)s::integer),
+        COALESCE(%(rate_limit)s::integer - started.n, %(limit)s::integer))) AS n
+    FROM load, started),
+picked AS (
     SELECT run_id FROM lc_runs
     WHERE queue_name = %(name)s AND status = 'queued' AND available_at <= lc_now(%(now)s)
     ORDER BY priority, available_at, run_id
-    LIMIT {limit}
+    LIMIT (SELECT n FROM room)
     FOR UPDATE SKIP LOCKED),
 claimed AS (
     UPDATE lc_runs SET status = 'running', holder = %(holder)s,
@@ -48,13 +53,15 @@ claimed AS (
                        executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL,
                        recv_topic = NULL
     FROM picked WHERE lc_runs.run_id = picked.run_id
-    RETURNING lc_runs.*)
+    RETURNING lc_runs.*),
+pruned AS (
+    DELETE FROM lc_queue_starts
+    WHERE queue_name = %(name)s AND started_at <= lc_now(%(now)s) - %(period)s::float8),
+recorded AS (
+    INSERT INTO lc_queue_starts (queue_name, run_id, started_at)
+    SELECT %(name)s, run_id, lc_now(%(now)s) FROM claimed
+    WHERE %(period)s::float8 IS NOT NULL)
 SELECT * FROM claimed;
-
--- name: record_queue_start
--- Each claim, for the queue's rate limit.
-INSERT INTO lc_queue_starts (queue_name, run_id, started_at)
-VALUES (%(name)s, %(run_id)s, lc_now(%(now)s));
 
 -- name: active_dedupe
 SELECT run_id FROM lc_runs

@@ -21,19 +21,13 @@ SELECT * FROM lc_queues ORDER BY name;
 -- SQLite has one writer: the claim's transaction (begun as a write) already takes turns.
 SELECT * FROM lc_queues WHERE name = :name;
 
--- name: queue_load
-SELECT count(*) AS running,
-       coalesce(sum(holder LIKE :mine ESCAPE '\'), 0) AS mine,
-       (SELECT count(*) FROM lc_queue_starts
-        WHERE queue_name = :name AND started_at > :now - :period) AS started
-FROM lc_runs WHERE queue_name = :name AND status = 'running';
-
--- name: prune_queue_starts
-DELETE FROM lc_queue_starts
-WHERE queue_name = :name AND started_at <= :now - :period;
-
 -- name: claim_queue_runs
--- Up to ``limit`` of the queue's runs, by priority (lower first), then oldest first.
+-- Up to as many of the queue's runs as its limits leave room for (none past ``limit``), by
+-- priority (lower first), then oldest first; each claim recorded for the rate limit (the
+-- claim's holder is new: its runs are the ones just claimed), and the claims older than the
+-- period pruned. The limits are the queue row's, passed in (NULL: none).
+DELETE FROM lc_queue_starts WHERE queue_name = :name AND started_at <= :now - :period;
+
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
                    executions = executions + 1, updated_at = :now, wake_at = NULL,
                    recv_topic = NULL
@@ -41,12 +35,20 @@ WHERE run_id IN (
     SELECT run_id FROM lc_runs
     WHERE queue_name = :name AND status = 'queued' AND available_at <= :now
     ORDER BY priority, available_at, run_id
-    LIMIT :limit)
+    LIMIT max(0, min(:limit,
+        coalesce(:concurrency - (SELECT count(*) FROM lc_runs
+                                 WHERE queue_name = :name AND status = 'running'), :limit),
+        coalesce(:worker_concurrency - (SELECT count(*) FROM lc_runs
+                                        WHERE queue_name = :name AND status = 'running'
+                                          AND holder LIKE :mine ESCAPE '\'), :limit),
+        coalesce(:rate_limit - (SELECT count(*) FROM lc_queue_starts
+                                WHERE queue_name = :name AND started_at > :now - :period),
+                 :limit))))
 RETURNING *;
 
--- name: record_queue_start
--- Each claim, for the queue's rate limit.
-INSERT INTO lc_queue_starts (queue_name, run_id, started_at) VALUES (:name, :run_id, :now);
+INSERT INTO lc_queue_starts (queue_name, run_id, started_at)
+SELECT :name, run_id, :now FROM lc_runs
+WHERE queue_name = :name AND status = 'running' AND holder = :holder AND :period IS NOT NULL;
 
 -- name: active_dedupe
 SELECT run_id FROM lc_runs
