@@ -410,6 +410,7 @@ class Submitter:
             queued |= dict.fromkeys(("idempotency_key", "timeout_secs", "holder", "now"))
             queued |= {"workflow_id": "one", "status": "queued", "max_retries": 0, "lease": 0.0}
             queued |= {"channel": runs_channel()}
+            queued |= {"queue_name": None, "priority": 0, "dedupe_id": None}
             self.submit = lambda i: conn.execute(
                 insert, {**queued, "run_id": uuid.uuid4().hex, "input": json.dumps(i)}
             ).fetchall()

@@ -184,6 +184,8 @@ def test_every_migration_in_turn_gives_the_schema(empty_db: EmptyDb) -> None:
         "lc_webhook_secrets",
         "lc_tokens",
         "lc_runs",
+        "lc_queues",
+        "lc_queue_starts",
         "lc_run_steps",
         "lc_run_interrupts",
         "lc_run_events",

@@ -31,6 +31,7 @@ from longcall.core.jobs import (
     parse_duration,
 )
 from longcall.core.observed import Observed
+from longcall.core.queues import Queue, QueueStats
 from longcall.core.retention import Retention
 from longcall.core.runs import HistoryEntry, Run, RunEvent, RunStatus, RunVersion
 from longcall.cron import Crons
@@ -58,6 +59,7 @@ from longcall.workflows import (
     streams,
 )
 from longcall.workflows._versions import checked_version
+from longcall.workflows.queues import Queues
 from longcall.workflows.run_worker import RunWorker
 from longcall.workflows.runs import TaskDecorator, WorkflowDecorator, Workflows
 from longcall.workflows.state import Reducer, StateSchemaValidator
@@ -142,6 +144,7 @@ class App:
             checkpoint_delay=parse_duration(checkpoint_delay),
         )
         self.crons = Crons(self.runtime, self.workflows)
+        self.queues = Queues(self.runtime)
         # API tokens, dashboard logins and webhook secrets.
         self.access = Access(self.runtime)
         # What dashboards, metrics and health checks read.
@@ -688,6 +691,9 @@ class App:
         job: JobHandle | None = None,
         cron_id: str | None = None,
         concurrency_key: str | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        dedupe_id: str | None = None,
     ) -> Run:
         """Queue a background run for a worker (``app.run_worker()``, ``longcall worker``);
         :meth:`run_workflow` executes one here instead. Both return the :class:`Run`.
@@ -697,8 +703,14 @@ class App:
         resuming from its checkpoints; ``timeout`` bounds each attempt. Given a long-running tool's
         ``job``, the run does the job's work: its end completes (or fails) the job and the
         agent resumes; a tool body run again submits nothing new.
+
+        ``queue`` submits to a named queue (:meth:`queue`), whose limits its claim keeps to;
+        ``priority`` orders its runs (lower first, where the queue takes priorities); a
+        ``dedupe_id`` already held by an active run of the queue raises
+        :class:`~longcall.errors.DuplicateRun` and submits nothing.
         """
         wf = self.workflows.resolve(workflow)
+        rank = self.queues.check_submit(queue, priority, dedupe_id)
         if job is not None:
             idempotency_key = idempotency_key or f"job:{job.id}"
         run, created = self.store.create_run(
@@ -713,8 +725,40 @@ class App:
             max_retries=max_retries,
             timeout_secs=None if timeout is None else parse_duration(timeout),
             version=wf.version,
+            queue_name=queue,
+            priority=rank,
+            dedupe_id=dedupe_id,
         )
         return dataclasses.replace(run, created=created)
+
+    def queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        worker_concurrency: int | None = None,
+        rate: str | None = None,
+        priority: bool = False,
+    ) -> Queue:
+        """Declare a named queue for background runs and store its limits, which every
+        worker enforces: ``concurrency`` runs of it at once across all workers,
+        ``worker_concurrency`` on one worker, ``rate`` ("100/min") claims in any window of
+        the period; ``priority=True`` lets submits order its runs. Only running runs count:
+        a run waiting for input, a timer or a message holds no slot. Declaring a queue again
+        (here or in another process) replaces its limits, with a warning when they differ.
+        """
+        return self.queues.declare(
+            name,
+            concurrency=concurrency,
+            worker_concurrency=worker_concurrency,
+            rate=rate,
+            priority=priority,
+        )
+
+    def queue_stats(self) -> list[QueueStats]:
+        """Every declared queue with its limits, its runs not finished by status, and the
+        age of its oldest queued run."""
+        return self.queues.stats()
 
     def submit_answers(self, run_id: str, answers: Mapping[str, Any]) -> Run:
         """Store answers to a waiting run's questions and queue it for a worker to continue,

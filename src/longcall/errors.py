@@ -24,6 +24,8 @@
         ├── WorkflowNotFound        no workflow registered under that id
         ├── RunNotFound             no run with that id
         ├── RunStateError           the run is not in a state that allows this (e.g. answers)
+        ├── DuplicateRun            a queue already has an active run with this dedupe id
+        ├── QueueNotFound           no queue declared under that name
         ├── NonDeterminismError     a resumed run called something else than the record says
         ├── TaskError               a task failed after its retries (seen at its call site)
         ├── ChildFailed             a child run (ctx.start_child) failed: seen at handle.result()
@@ -284,6 +286,27 @@ class InvalidAnswer(WorkflowError):
 
 # The name before answers had a name of their own ("resume" meant four things); same class.
 InvalidResume = InvalidAnswer
+
+
+class DuplicateRun(WorkflowError):
+    """A run with the same deduplication id is already active (queued, running, waiting or
+    asleep) in the queue; ``run_id`` is that run's id. Nothing was submitted."""
+
+    def __init__(self, queue: str, dedupe_id: str, run_id: str) -> None:
+        super().__init__(
+            f"queue {queue!r} already has an active run with dedupe id {dedupe_id!r}: {run_id!r}"
+        )
+        self.queue = queue
+        self.dedupe_id = dedupe_id
+        self.run_id = run_id
+
+
+class QueueNotFound(WorkflowError):
+    """No queue has been declared (``app.queue``) under this name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no queue named {name!r}: declare it with app.queue({name!r}, ...)")
+        self.name = name
 
 
 class CronNotFound(WorkflowError):

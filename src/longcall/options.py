@@ -8,7 +8,7 @@ where the call is written. Each mirrors the keyword parameters of the function i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ class RunWorkerOptions(TypedDict, total=False):
     grace: str | float
     claim_delay: str | float
     holder: str | None
+    queues: Sequence[str] | None
 
 
 class SweeperOptions(TypedDict, total=False):
@@ -70,6 +71,7 @@ class WorkerOptions(_DeliveryOptions, total=False):
 
     runs: bool | None
     run_concurrency: int
+    run_queues: Sequence[str] | None
     deliveries: int
     sweep_interval: str | float
     dispatch_interval: str | float

@@ -185,6 +185,14 @@ class Run(Shape):
         int | None,
         pydantic.Field(description="The step a fork executes from; the ones before are copies."),
     ] = None
+    queue: Annotated[
+        str | None, pydantic.Field(description="The named queue it was submitted to.")
+    ] = None
+    priority: Annotated[int, pydantic.Field(description="Within its queue, lower first.")] = 0
+    dedupe_id: Annotated[
+        str | None,
+        pydantic.Field(description="Unique among its queue's active runs."),
+    ] = None
 
     @classmethod
     def of(cls, run: runs.Run) -> Run:
@@ -211,6 +219,9 @@ class Run(Shape):
             version=run.version,
             forked_from=run.forked_from,
             forked_step=run.forked_step,
+            queue=run.queue_name,
+            priority=run.priority,
+            dedupe_id=run.dedupe_id,
         )
 
 
@@ -360,6 +371,9 @@ class Cron(Shape):
     user_id: str | None
     created_at: Time
     updated_at: Time
+    queue: Annotated[
+        str | None, pydantic.Field(description="The named queue its runs are submitted to.")
+    ] = None
 
     @classmethod
     def of(cls, cron: crons.Cron, active_runs: int) -> Cron:
@@ -381,6 +395,7 @@ class Cron(Shape):
             user_id=cron.user_id,
             created_at=iso(cron.created_at),
             updated_at=iso(cron.updated_at),
+            queue=cron.queue,
         )
 
 

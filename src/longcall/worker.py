@@ -78,6 +78,7 @@ class Worker:
         runners: Sequence[AgentRunner] = (),
         runs: bool | None = None,
         run_concurrency: int = 8,
+        run_queues: Sequence[str] | None = None,
         deliveries: int = 16,
         sweep_interval: str | float = "5s",
         dispatch_interval: str | float = "1s",
@@ -106,7 +107,9 @@ class Worker:
         self.deliverer = self.deliverers[0] if self.deliverers else None
         if runs is None:
             runs = bool(workflows.registry)
-        self.runs = RunWorker(workflows, concurrency=run_concurrency) if runs else None
+        self.runs = (
+            RunWorker(workflows, concurrency=run_concurrency, queues=run_queues) if runs else None
+        )
         # Schedules start runs; any number of workers may run the scheduler, each occurrence
         # is claimed once.
         self.scheduler = crons.scheduler() if runs else None

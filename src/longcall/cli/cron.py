@@ -162,6 +162,7 @@ def _choice(kind: type[ConcurrencyPolicy] | type[MisfirePolicy]) -> click.Choice
 @click.option("--catch-up-max", type=click.IntRange(0, 1000), default=0, show_default=True)
 @click.option("--paused", is_flag=True, help="Create it paused.")
 @click.option("--user", "user_id", help="The user it belongs to (and the runs it starts).")
+@click.option("--queue", help="Submit its runs to this named queue (declared by the App).")
 def cron_add(
     name: str,
     workflow_id: str,
@@ -177,6 +178,7 @@ def cron_add(
     catch_up_max: int,
     paused: bool,
     user_id: str | None,
+    queue: str | None,
 ) -> None:
     """Start WORKFLOW_ID at each occurrence of EXPRESSION (5 fields, 6 with seconds first, or
     @daily, @hourly, …); the first is the first occurrence after now."""
@@ -188,6 +190,7 @@ def cron_add(
         "catch_up_max": catch_up_max,
         "paused": paused,
         "user_id": user_id,
+        "queue": queue,
     }
     if no_check:
         with open_app(database) as app, refusals():

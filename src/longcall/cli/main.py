@@ -34,6 +34,7 @@ from longcall.cli.cron import cron
 from longcall.cli.jobs import jobs
 from longcall.cli.mcp import mcp
 from longcall.cli.prune import keep_option, prune
+from longcall.cli.queues import queues
 from longcall.cli.runs import runs
 from longcall.core.retention import Retention
 from longcall.errors import ConfigError, LongcallError, StoreError
@@ -284,6 +285,13 @@ def _load_app_and_agent(app_spec: str, agent_spec: str) -> tuple[Any, Any]:
     show_default=True,
     help="Sessions delivered to at once (each still one delivery at a time, in order).",
 )
+@click.option(
+    "--queue",
+    "queue_names",
+    multiple=True,
+    help="Run only this named queue's runs (repeat for more); default: every queue and "
+    "the runs of none.",
+)
 @keep_option
 @with_metrics_options
 def worker(
@@ -297,6 +305,7 @@ def worker(
     poll: float,
     concurrency: int,
     deliveries: int,
+    queue_names: tuple[str, ...],
     keep: Retention,
     metrics_port: int | None,
     metrics_host: str,
@@ -342,6 +351,8 @@ def worker(
             raise click.BadParameter(f"{app_spec} is a {type(app).__name__}, not a longcall.App")
         if not app.workflows.registry:
             raise click.UsageError("nothing to do: give --agent, or register workflows on the App")
+    if queue_names:
+        options["run_queues"] = list(queue_names)
     runner = app.worker(agent, run_concurrency=concurrency, retention=keep, **options)
     serve_metrics(app, metrics_host, metrics_port)
     click.echo(f"longcall worker {app.holder} on {app.dialect}", err=True)
@@ -431,6 +442,7 @@ async def _run_workers(workers: list[Any]) -> None:
 
 main.add_command(jobs)
 main.add_command(runs)
+main.add_command(queues)
 main.add_command(cron)
 main.add_command(prune)
 main.add_command(mcp)

@@ -37,7 +37,9 @@ from longcall.cli.run_streams import runs_stream
 from longcall.cli.run_versions import runs_versions, version_option
 from longcall.core.runs import RunStatus
 from longcall.errors import (
+    DuplicateRun,
     InvalidAnswer,
+    QueueNotFound,
     RunNotFound,
     RunStateError,
     StoreError,
@@ -109,6 +111,9 @@ def _wrong_answers(problems: list[dict[str, str]]) -> None:
     help="How long each attempt may take: 90s, 45m, 2h.",
 )
 @click.option("--user", "user_id", help="The user the run belongs to (what their token sees).")
+@click.option("--queue", help="The named queue to submit to (declared by the App).")
+@click.option("--priority", type=int, help="Within the queue, lower runs first.")
+@click.option("--dedupe-id", help="Refused (exit 5) while the queue has an active run with it.")
 def runs_submit(
     app_spec: str,
     output: str | None,
@@ -118,8 +123,12 @@ def runs_submit(
     max_retries: int,
     timeout: float | None,
     user_id: str | None,
+    queue: str | None,
+    priority: int | None,
+    dedupe_id: str | None,
 ) -> None:
-    """Queue a run of WORKFLOW_ID for a worker; exits 3 when the App has no such workflow."""
+    """Queue a run of WORKFLOW_ID for a worker; exits 3 when the App has no such workflow
+    or queue, 5 when the queue has an active run with --dedupe-id."""
     import pydantic
 
     from longcall.app import App
@@ -145,7 +154,19 @@ def runs_submit(
                 max_retries=max_retries,
                 timeout=timeout,
                 user_id=user_id,
+                queue=queue,
+                priority=priority,
+                dedupe_id=dedupe_id,
             )
+        except QueueNotFound as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_NOT_FOUND)
+        except DuplicateRun as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_CONFLICT)
+        except ValueError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
         except StoreError as exc:
             click.echo(f"error: database: {exc}", err=True)
             sys.exit(EXIT_DATABASE)

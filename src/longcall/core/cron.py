@@ -57,6 +57,7 @@ class Cron:
     user_id: str | None
     created_at: float
     updated_at: float
+    queue: str | None = None  # the named queue its runs are submitted to
 
 
 @dataclass(frozen=True, slots=True)

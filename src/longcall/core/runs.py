@@ -59,6 +59,9 @@ class Run:
     version: str = "1"  # the version of its workflow that started it
     forked_from: str | None = None  # the run this one was forked from (``app.fork_run``)
     forked_step: int | None = None  # and the step it executes from (those before are copies)
+    queue_name: str | None = None  # the named queue it was submitted to (app.queue)
+    priority: int = 0  # within its queue, lower runs first
+    dedupe_id: str | None = None  # unique among its queue's active runs
     # Not stored: True on the Run that the call which created it returned (``submit_run``,
     # ``run_workflow``); False when the call found the run made before (the same
     # idempotency key or run id) and on every read.

@@ -86,6 +86,7 @@ class Crons:
         user_id: str | None = None,
         cron_id: str | None = None,
         check_workflow: bool = True,
+        queue: str | None = None,
     ) -> Cron:
         """Validate and create a schedule; its first occurrence is the first after now.
 
@@ -95,9 +96,13 @@ class Crons:
         nothing is created; the input is stored as the workflow encodes it. For a workflow
         only other processes (the workers) register, pass ``check_workflow=False``: the
         input is then stored as given (JSON), and runs of an unknown workflow fail where
-        they execute.
+        they execute. ``queue`` submits the runs to that named queue (declared with
+        ``app.queue``; one not declared raises CronValidationError, field ``queue``); the
+        concurrency policy still applies before the queue's limits.
         """
         store = self._store("create")
+        if queue is not None and store.get_queue(queue) is None:
+            raise CronValidationError("queue", f"no queue named {queue!r} is declared")
         schedule = parse(expression, timezone)
         if not isinstance(workflow_id, str) or not workflow_id:
             raise CronValidationError("workflowId", "give the id of a workflow")
@@ -116,6 +121,7 @@ class Crons:
             catch_up_max=_catch_up(catch_up_max),
             paused=bool(paused),
             user_id=user_id,
+            queue=queue,
         )
 
     def _checked_input(self, workflow_id: str, value: Any) -> Any:

@@ -38,6 +38,7 @@ from longcall.store._forks import ForkOps
 from longcall.store._hooks import HookOps
 from longcall.store._listings import ListingOps
 from longcall.store._logins import LoginOps
+from longcall.store._queues import QueueOps
 from longcall.store._retention import RetentionOps
 from longcall.store._run_children import RunChildOps
 from longcall.store._run_messages import RunMessageOps
@@ -142,6 +143,7 @@ class Store(
     RunMessageOps,
     RunStreamOps,
     ForkOps,
+    QueueOps,
     CronOps,
     WorkerOps,
 ):

@@ -79,6 +79,7 @@ def cron_from_row(row: Row) -> Cron:
         user_id=row["user_id"],
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
+        queue=row["queue_name"],
     )
 
 
@@ -107,6 +108,7 @@ def _columns(cron: Cron) -> dict[str, Any]:
         "paused": bool(cron.paused),
         "next_fire_at": cron.next_fire_at,
         "user_id": cron.user_id,
+        "queue_name": cron.queue,
     }
 
 
@@ -135,6 +137,7 @@ class CronOps(StoreCore):
         catch_up_max: int = 0,
         paused: bool = False,
         user_id: str | None = None,
+        queue: str | None = None,
     ) -> Cron:
         """Create the schedule; :class:`CronConflict` when its id or name is taken (a repeated
         call included: nothing is changed)."""
@@ -156,6 +159,7 @@ class CronOps(StoreCore):
             user_id=user_id,
             created_at=0.0,
             updated_at=0.0,
+            queue=queue,
         )
 
         def work(tx: Tx) -> Cron:
@@ -378,6 +382,9 @@ class CronOps(StoreCore):
                     cron_id=cron.cron_id,
                     concurrency_key=key,
                     version=(versions or {}).get(cron.workflow_id, "1"),
+                    queue_name=cron.queue,
+                    priority=0,
+                    dedupe_id=None,
                     channel=RUNS_CHANNEL,  # PostgreSQL's workers hear of it at the commit
                 )
                 started += 1

@@ -19,7 +19,7 @@ from longcall.core.runs import (
     RunVersion,
     Step,
 )
-from longcall.errors import RunNotFound, RunStateError
+from longcall.errors import DuplicateRun, RunNotFound, RunStateError
 from longcall.store.core import Row, StoreCore, Tx, dumps, loads
 
 
@@ -57,6 +57,9 @@ def run_from_row(row: Row) -> Run:
         version=row["version"],
         forked_from=row["forked_from"],
         forked_step=row["forked_step"],
+        queue_name=row["queue_name"],
+        priority=row["priority"],
+        dedupe_id=row["dedupe_id"],
     )
 
 
@@ -198,11 +201,15 @@ class RunOps(StoreCore):
         max_retries: int = 0,
         timeout_secs: float | None = None,
         version: str = "1",
+        queue_name: str | None = None,
+        priority: int = 0,
+        dedupe_id: str | None = None,
     ) -> tuple[Run, bool]:
         """Create the run: held by ``holder`` to execute at once, or queued for a worker.
         The existing one if the id or the idempotency key is taken (True when created).
         ``version``: the version of the workflow that starts it (only workers that have
-        registered it claim the run)."""
+        registered it claim the run). A ``dedupe_id`` that an active run of ``queue_name``
+        has raises DuplicateRun."""
         encoded = dumps(input)
         rows = self._statement(
             "insert_run",
@@ -220,6 +227,9 @@ class RunOps(StoreCore):
             version=version,
             holder=holder,
             lease=lease,
+            queue_name=queue_name,
+            priority=priority,
+            dedupe_id=dedupe_id,
             channel=RUNS_CHANNEL,
             now=self.now(),
         )
@@ -254,6 +264,9 @@ class RunOps(StoreCore):
                 updated_at=inserted["created_at"],
                 finished_at=None,
                 version=version,
+                queue_name=queue_name,
+                priority=priority,
+                dedupe_id=dedupe_id,
             )
             return created, True
 
@@ -261,6 +274,10 @@ class RunOps(StoreCore):
             row = tx.one("get_run", run_id=run_id)
             if row is None and idempotency_key is not None:
                 row = tx.one("run_by_idempotency_key", key=idempotency_key)
+            if row is None and dedupe_id is not None:
+                active = tx.one("active_dedupe", name=queue_name, dedupe_id=dedupe_id)
+                if active is not None:
+                    raise DuplicateRun(str(queue_name), dedupe_id, active["run_id"])
             return row
 
         row = self._transact(existing, write=False)

@@ -27,7 +27,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,8 +72,13 @@ class RunWorker:
         grace: str | float = "5s",
         claim_delay: str | float = "20ms",
         holder: str | None = None,
+        queues: Sequence[str] | None = None,
     ) -> None:
         self.workflows = workflows
+        # Named queues to claim from: None is every declared queue and the runs of none;
+        # a list, only those queues' runs.
+        self.queues = None if queues is None else tuple(queues)
+        self._queue_names: tuple[float, list[str]] = (-math.inf, [])
         self.runtime = workflows.runtime
         self.concurrency = concurrency
         self.poll_interval = parse_duration(poll_interval)
@@ -199,9 +204,37 @@ class RunWorker:
 
     def _claim_runs(self, limit: int) -> list[Held]:
         lease = self.workflows.lease
-        return self.runtime.store.claim_runs(
-            self._new_holder(), limit=limit, lease=lease, registered=self.registered
-        )
+        store = self.runtime.store
+        claimed: list[Held] = []
+        names = self._listened()
+        if names:
+            claimed = store.claim_queue_runs(
+                self._new_holder(),
+                worker=f"{self.holder}/",
+                limit=limit,
+                lease=lease,
+                names=names,
+                registered=self.registered,
+            )
+        if len(claimed) < limit and self.queues is None:
+            claimed += store.claim_runs(
+                self._new_holder(),
+                limit=limit - len(claimed),
+                lease=lease,
+                registered=self.registered,
+            )
+        return claimed
+
+    def _listened(self) -> list[str]:
+        """The named queues this worker claims from; every declared one is read again from
+        the store once a poll interval, so a worker with no queues pays no extra statement."""
+        if self.queues is not None:
+            return list(self.queues)
+        read_at, names = self._queue_names
+        if time.monotonic() - read_at >= self.poll_interval:
+            names = [q.name for q in self.runtime.store.queues()]
+            self._queue_names = (time.monotonic(), names)
+        return names
 
     async def _claim(self) -> None:
         limit = self._reserve()
@@ -367,7 +400,8 @@ class RunWorker:
     def _wanted(self, slot: _Slot) -> bool:
         """Called as the slot's run ends, just before its statement looks for the next."""
         slot.heard = self._heard
-        return not (self._stop.is_set() or slot.abandoned)
+        # A worker of named queues only claims through their claim (the loop's).
+        return not (self._stop.is_set() or slot.abandoned) and self.queues is None
 
     def _claimed_meanwhile(self, claimed: list[Held]) -> None:
         """From the thread that ended a run and claimed the next in the same statement."""
@@ -396,7 +430,8 @@ class RunWorker:
         # see yet.
         ended = None if task.cancelled() or task.exception() else task.result()
         looked = slot.claim is not None and slot.claim.looked
-        if not looked or (ended and ended.concurrency_key):
+        # So does the end of a queued run: it frees a slot of its queue.
+        if not looked or (ended and (ended.concurrency_key or ended.queue_name)):
             self._wake.set()
 
     def _chains(self, run: Run) -> bool:
@@ -409,6 +444,7 @@ class RunWorker:
             and not wf.is_async
             and not run.timeout_secs
             and run.concurrency_key is None
+            and run.queue_name is None
             and not run.cancel_requested
         )
 

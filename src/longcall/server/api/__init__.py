@@ -18,6 +18,7 @@ from longcall.server.api import (
     health,
     hooks,
     jobs,
+    queues,
     run_messages,
     run_streams,
     runs,
@@ -37,6 +38,7 @@ OPERATIONS: tuple[Operation, ...] = (
     *run_streams.OPERATIONS,
     *runs.OPERATIONS,
     *workers.OPERATIONS,
+    *queues.OPERATIONS,
     *cron.OPERATIONS,
     *sessions.OPERATIONS,
 )

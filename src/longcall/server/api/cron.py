@@ -146,6 +146,7 @@ class CreateCron(Body):
     catch_up_max: CatchUp = pydantic.Field(0, alias="catchUpMax")
     paused: bool = False
     user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
+    queue: Annotated[str | None, pydantic.Field(min_length=1, max_length=128)] = None
 
 
 class UpdateCron(Body):
@@ -249,6 +250,7 @@ async def create(request: Request, app: App, who: Principal) -> Response:
         paused=body.paused,
         user_id=body.user_id or who.user_id,
         check_workflow=True,
+        queue=body.queue,
     )
     _wake(request)
     return reply(await app.in_thread(details, app, cron), status_code=201)

@@ -142,6 +142,32 @@ class AnswersRefused(Error):
     error: AnswerRefusal
 
 
+class Duplicate(Shape):
+    """A submit refused: the queue has an active run with the same dedupe id."""
+
+    error: ErrorDetail
+    run_id: str
+
+
+class QueueLimits(Shape):
+    concurrency: int | None
+    worker_concurrency: int | None
+    rate: str | None
+    priority: bool
+
+
+class QueueInfo(Shape):
+    name: str
+    limits: QueueLimits
+    counts: dict[str, int]
+    depth: int
+    oldest_queued_age_secs: float | None
+
+
+class QueueList(Shape):
+    queues: list[QueueInfo]
+
+
 class RunList(Shape):
     runs: list[Run]
     next_cursor: Cursor

@@ -40,8 +40,10 @@ from longcall.app import App
 from longcall.core.ids import RULES
 from longcall.core.runs import Interrupt, Run, RunEvent, RunStatus
 from longcall.errors import (
+    DuplicateRun,
     InvalidAnswer,
     InvalidValue,
+    QueueNotFound,
     RunNotFound,
     RunStateError,
     WorkflowNotFound,
@@ -53,7 +55,7 @@ from longcall.server.api.requests import Body, Handler, authorized, body_of, rep
 from longcall.server.api.streams import message, stream, ticks, wants_stream
 from longcall.server.auth import Principal
 from longcall.server.checks import bounded
-from longcall.server.errors import Error, error
+from longcall.server.errors import Error, ErrorDetail, error
 from longcall.shapes import Event, HistoryStep, PendingInterrupt, Step, iso
 from longcall.shapes import Run as RunShape
 from longcall.workflows import answer_problems, checked_version, key_number
@@ -101,6 +103,11 @@ class SubmitRun(Body):
     ] = None
     max_retries: Annotated[pydantic.StrictInt, pydantic.Field(alias="maxRetries", ge=0, le=100)] = 0
     user_id: Annotated[str | None, bounded("user_id", alias="userId")] = None
+    queue: Annotated[str | None, pydantic.Field(min_length=1, max_length=128)] = None
+    priority: Annotated[pydantic.StrictInt | None, pydantic.Field(ge=-(2**31), lt=2**31)] = None
+    dedupe_id: Annotated[
+        str | None, pydantic.Field(alias="dedupeId", min_length=1, max_length=255)
+    ] = None
 
 
 class ForkRun(Body):
@@ -168,20 +175,44 @@ async def submit(request: Request, app: App, who: Principal) -> Response:
         first = exc.errors()[0]
         field = ".".join(["input", *(str(p) for p in first["loc"])])
         return error(422, "invalid_input", first["msg"], field)
-    run = await app.in_thread(
-        app.submit_run,
-        workflow,
-        encoded,
-        idempotency_key=key,
-        max_retries=body.max_retries,
-        timeout=body.timeout_secs,
-        user_id=owner,
-    )
+    try:
+        run = await app.in_thread(
+            functools.partial(
+                app.submit_run,
+                workflow,
+                encoded,
+                idempotency_key=key,
+                max_retries=body.max_retries,
+                timeout=body.timeout_secs,
+                user_id=owner,
+                queue=body.queue,
+                priority=body.priority,
+                dedupe_id=body.dedupe_id,
+            )
+        )
+    except QueueNotFound as exc:
+        return error(404, "queue_not_found", str(exc), "queue")
+    except DuplicateRun as exc:
+        return reply(models.Duplicate(error=_detail(exc), run_id=exc.run_id), status_code=409)
+    except ValueError as exc:  # a priority or dedupe id the queue does not take
+        said = str(exc)
+        field = (
+            "queue"
+            if body.queue is None or "queue name" in said
+            else "priority"
+            if "priorit" in said
+            else "dedupeId"
+        )
+        return error(422, "invalid_body", str(exc), field)
     if not run.created and (run.workflow_id != workflow.workflow_id or run.input != encoded):
         message = "this Idempotency-Key was used for another workflow or input"
         return error(422, "idempotency_key_reused", message, "Idempotency-Key")
     found = await app.in_thread(details, app, run)
     return reply(found, status_code=201 if run.created else 200)
+
+
+def _detail(exc: DuplicateRun) -> ErrorDetail:
+    return ErrorDetail(code="duplicate_run", message=str(exc), field="dedupeId")
 
 
 def _cursor(run: Run) -> str:
@@ -411,7 +442,8 @@ async def events(request: Request, app: App, who: Principal) -> Response:
 # -- the operations ---------------------------------------------------------------------------
 
 _REASONS = {
-    404: "No such run (or workflow, on submit or fork), or not one the caller may see.",
+    404: "No such run (or workflow or queue, on submit; workflow, on fork), or not one the "
+    "caller may see.",
     409: "The run is not waiting for input.",
     422: "A field, header or query parameter is wrong; `field` names it. Refused answers "
     "list every problem in `errors`.",
@@ -466,7 +498,9 @@ OPERATIONS = (
         submit,
         summary="Queue a run of a registered workflow for a worker.",
         description="The input is checked against the workflow's input type. With an "
-        "Idempotency-Key the caller's earlier run with that key is returned (200).",
+        "Idempotency-Key the caller's earlier run with that key is returned (200). `queue` "
+        "submits to a named queue (declared by the app), `priority` orders its runs (lower "
+        "first) and `dedupeId` refuses a second active run of the queue with the same id (409).",
         params=(
             header(
                 "Idempotency-Key",
@@ -478,6 +512,10 @@ OPERATIONS = (
         answers={
             201: Answer("Queued.", models.RunDetails),
             200: Answer("The run this Idempotency-Key made before.", models.RunDetails),
+            409: Answer(
+                "The queue has an active run with this dedupeId: `runId` names it.",
+                models.Duplicate,
+            ),
         },
         refusals=(400, 401, 404, 413, 415, 422, 503),
     ),

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from longcall.app import App
 from longcall.core.runs import RunStatus
 from longcall.server.api import runs as run_api
+from longcall.server.api.queues import queue_info
 from longcall.server.api.workers import runnable
 from longcall.server.auth import Principal
 from longcall.server.dashboard._live import Update, stream
@@ -75,6 +76,8 @@ async def runs_page(request: Request, app: App, who: Principal) -> Response:
     if message is not None:
         return page("refused.html", "Runs", who, status=400, message=message, links=links)
     runs = await view.runs(app, who)
+    # Queue depths are counts of every user's runs, with no run named: any login sees them.
+    queues = [queue_info(s).dumped() for s in await app.in_thread(app.queue_stats)]
     more = None
     if len(runs) == PAGE_SIZE:
         more = {"status": view.status or "", "before": runs[-1][0]["runId"]}
@@ -87,6 +90,7 @@ async def runs_page(request: Request, app: App, who: Principal) -> Response:
         status_links=filter_links("/runs", "status", run_api.STATUSES, view.status),
         runs=runs,
         more=more,
+        queues=queues,
     )
 
 

@@ -4,10 +4,10 @@
 -- name: insert_cron
 INSERT INTO lc_cron (cron_id, name, workflow_id, expression, timezone, input,
                      concurrency_policy, misfire_policy, catch_up_max, paused, next_fire_at,
-                     user_id, created_at, updated_at)
+                     user_id, created_at, updated_at, queue_name)
 VALUES (%(cron_id)s, %(name)s, %(workflow_id)s, %(expression)s, %(timezone)s,
         %(input)s::jsonb, %(concurrency_policy)s, %(misfire_policy)s, %(catch_up_max)s,
-        %(paused)s, %(next_fire_at)s, %(user_id)s, lc_now(%(now)s), lc_now(%(now)s))
+        %(paused)s, %(next_fire_at)s, %(user_id)s, lc_now(%(now)s), lc_now(%(now)s), %(queue_name)s)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -37,7 +37,8 @@ UPDATE lc_cron SET name = %(name)s, workflow_id = %(workflow_id)s,
                    input = %(input)s::jsonb, concurrency_policy = %(concurrency_policy)s,
                    misfire_policy = %(misfire_policy)s, catch_up_max = %(catch_up_max)s,
                    paused = %(paused)s, next_fire_at = %(next_fire_at)s,
-                   user_id = %(user_id)s, updated_at = lc_now(%(now)s)
+                   user_id = %(user_id)s, updated_at = lc_now(%(now)s),
+                   queue_name = %(queue_name)s
 WHERE cron_id = %(cron_id)s
 RETURNING *;
 

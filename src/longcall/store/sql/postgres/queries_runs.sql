@@ -8,13 +8,14 @@ WITH created AS (
     INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                          concurrency_key, idempotency_key, max_retries, timeout_secs,
                          available_at, holder, lease_expires_at, executions, created_at,
-                         updated_at, version)
+                         updated_at, version, queue_name, priority, dedupe_id)
     VALUES (%(run_id)s, %(workflow_id)s, %(status)s, %(input)s::jsonb, %(user_id)s,
             %(job_id)s, %(cron_id)s, %(concurrency_key)s, %(idempotency_key)s,
             %(max_retries)s, %(timeout_secs)s, lc_now(%(now)s), %(holder)s,
             CASE WHEN %(holder)s::text IS NULL THEN NULL ELSE lc_now(%(now)s) + %(lease)s END,
             CASE WHEN %(holder)s::text IS NULL THEN 0 ELSE 1 END,
-            lc_now(%(now)s), lc_now(%(now)s), %(version)s)
+            lc_now(%(now)s), lc_now(%(now)s), %(version)s, %(queue_name)s, %(priority)s,
+            %(dedupe_id)s)
     ON CONFLICT DO NOTHING
     RETURNING status, created_at, lease_expires_at),
 told AS (SELECT pg_notify(%(channel)s, 'queued') FROM created WHERE status = 'queued')
@@ -157,6 +158,7 @@ abandoned AS (
 queued AS (
     SELECT r.run_id, r.available_at AS since FROM lc_runs r
     WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s) AND (SELECT ok FROM go)
+      AND r.queue_name IS NULL  -- a named queue's runs are claimed by claim_queue_runs
       /*if registered*/ AND (r.workflow_id, r.version) IN (SELECT w ->> 0, w ->> 1 FROM jsonb_array_elements(%(registered)s::jsonb) w)
       AND (r.concurrency_key IS NULL OR NOT EXISTS (
           SELECT 1 FROM lc_runs o

@@ -5,9 +5,9 @@
 -- name: insert_cron
 INSERT INTO lc_cron (cron_id, name, workflow_id, expression, timezone, input,
                      concurrency_policy, misfire_policy, catch_up_max, paused, next_fire_at,
-                     user_id, created_at, updated_at)
+                     user_id, created_at, updated_at, queue_name)
 VALUES (:cron_id, :name, :workflow_id, :expression, :timezone, :input, :concurrency_policy,
-        :misfire_policy, :catch_up_max, :paused, :next_fire_at, :user_id, :now, :now)
+        :misfire_policy, :catch_up_max, :paused, :next_fire_at, :user_id, :now, :now, :queue_name)
 ON CONFLICT DO NOTHING
 RETURNING *;
 
@@ -36,7 +36,8 @@ UPDATE lc_cron SET name = :name, workflow_id = :workflow_id, expression = :expre
                    timezone = :timezone, input = :input,
                    concurrency_policy = :concurrency_policy, misfire_policy = :misfire_policy,
                    catch_up_max = :catch_up_max, paused = :paused,
-                   next_fire_at = :next_fire_at, user_id = :user_id, updated_at = :now
+                   next_fire_at = :next_fire_at, user_id = :user_id, updated_at = :now,
+                   queue_name = :queue_name
 WHERE cron_id = :cron_id
 RETURNING *;
 

@@ -5,11 +5,13 @@
 -- It returns only what the database decided: nothing when the id or idempotency key is taken.
 INSERT INTO lc_runs (run_id, workflow_id, status, input, user_id, job_id, cron_id,
                      concurrency_key, idempotency_key, max_retries, timeout_secs, available_at,
-                     holder, lease_expires_at, executions, created_at, updated_at, version)
+                     holder, lease_expires_at, executions, created_at, updated_at, version,
+                     queue_name, priority, dedupe_id)
 VALUES (:run_id, :workflow_id, :status, :input, :user_id, :job_id, :cron_id, :concurrency_key,
         :idempotency_key, :max_retries, :timeout_secs, :now, :holder,
         CASE WHEN :holder IS NULL THEN NULL ELSE :now + :lease END,
-        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now, :version)
+        CASE WHEN :holder IS NULL THEN 0 ELSE 1 END, :now, :now, :version, :queue_name,
+        :priority, :dedupe_id)
 ON CONFLICT DO NOTHING
 RETURNING status, created_at, lease_expires_at;
 
@@ -127,6 +129,7 @@ WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
         SELECT * FROM (
             SELECT r.run_id, 1 AS rank, r.available_at AS since FROM lc_runs r
             WHERE r.status = 'queued' AND r.available_at <= :now
+              AND r.queue_name IS NULL  -- a named queue's runs: claim_queue_runs
               /*if registered*/ AND EXISTS (SELECT 1 FROM json_each(:registered) w WHERE json_extract(w.value, '$[0]') = r.workflow_id AND json_extract(w.value, '$[1]') = r.version)
               AND (r.concurrency_key IS NULL OR NOT EXISTS (
                   SELECT 1 FROM lc_runs o
