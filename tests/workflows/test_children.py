@@ -5,8 +5,6 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import threading
 import time
@@ -27,6 +25,8 @@ from longcall.core.clock import FakeClock
 from longcall.errors import WorkflowError
 from longcall.workflows import TaskContext
 from procs import sql_rows
+
+from .run_threads import worker_running
 
 HOUR = 3600.0
 
@@ -93,28 +93,6 @@ def wait_for(app: App, run_id: str, status: RunStatus, seconds: float = 20) -> A
             return run
         assert time.monotonic() < deadline, run
         time.sleep(0.01)
-
-
-@contextlib.contextmanager
-def worker_running(app: App, **options: Any) -> Iterator[None]:
-    """A RunWorker claiming and executing runs in a thread of its own, for the block."""
-    settings = {"concurrency": 4, "poll_interval": "20ms", "grace": "1s", **options}
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        ready.set()
-        await app.run_worker(**settings).run(box["stop"])
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),))
-    thread.start()
-    ready.wait(5)
-    try:
-        yield
-    finally:
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        thread.join(10)
 
 
 def test_a_child_is_a_run_of_its_own_and_its_result_reaches_the_parent(app: App) -> None:

@@ -4,8 +4,6 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -23,6 +21,7 @@ from longcall import App, RunStatus
 from longcall.core.clock import FakeClock
 from longcall.workflows import TaskContext
 
+from .run_threads import worker_running
 from .timer_procs import build_app, read_effects
 
 DAY = 86_400.0
@@ -32,28 +31,6 @@ DAY = 86_400.0
 def app(db_url: str, clock: FakeClock) -> Iterator[App]:
     with App(db_url, clock=clock, run_lease="2s") as app:
         yield app
-
-
-@contextlib.contextmanager
-def worker_running(app: App, **options: Any) -> Iterator[None]:
-    """A RunWorker claiming and executing runs in a thread of its own, for the block."""
-    settings = {"concurrency": 4, "poll_interval": "20ms", "grace": "1s", **options}
-    ready = threading.Event()
-    box: dict[str, Any] = {}
-
-    async def main() -> None:
-        box["loop"], box["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        ready.set()
-        await app.run_worker(**settings).run(box["stop"])
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),))
-    thread.start()
-    ready.wait(5)
-    try:
-        yield
-    finally:
-        box["loop"].call_soon_threadsafe(box["stop"].set)
-        thread.join(10)
 
 
 def wait_for(app: App, run_id: str, status: RunStatus, seconds: float = 10) -> Any:
