@@ -18,18 +18,15 @@ Every replay answers the same: what it sees at that position was written by the 
 answer. ``ctx.deprecate_patch("change-id")`` is the step that lets the old branch go: the
 code takes the new path only, and a marker found at the position is passed over so runs that
 recorded it still replay; nothing is recorded for new runs. See docs/workflows.md.
+
+``Execution.patched`` (in the engine) takes the positions; this module has the rules.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from typing import TYPE_CHECKING
 
 from longcall.errors import InvalidValue
-
-if TYPE_CHECKING:
-    from longcall.workflows.engine import Execution
 
 DEFAULT_VERSION = "1"  # a workflow that declares none; runs made before versions existed
 VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -58,27 +55,3 @@ def checked_change(change_id: object) -> str:
     if len(change_id) > 200 or not change_id.isprintable():
         raise InvalidValue("change_id", f"is at most 200 printable characters: {change_id[:40]!r}")
     return change_id
-
-
-def patched(exe: Execution, change_id: str, *, deprecated: bool = False) -> bool:
-    """``ctx.patched`` (and, with ``deprecated``, ``ctx.deprecate_patch``): see the module."""
-    from longcall.workflows.engine import _Frame, args_hash
-
-    change_id = checked_change(change_id)
-    digest = args_hash({"change_id": change_id})
-    position = exe.position + 1
-    step = exe.steps.get(position)
-    if step is not None:
-        if step.name != MARKER or step.args_hash != digest:
-            return False  # the run went past here on the old code (or another patch's)
-        exe.take_position()
-        exe.replay(position, MARKER, digest)
-        return True
-    if deprecated:
-        return True
-    exe.check_in()
-    exe.take_position()
-    started = time.time()
-    result = {"change_id": change_id}
-    exe.record(position, MARKER, digest, True, result, _Frame(position), started)
-    return True

@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import pydantic
 
 from longcall.core.runs import Run
 from longcall.errors import (
@@ -30,8 +32,17 @@ from longcall.store._run_children import waiting_topic
 from longcall.workflows._timers import checked_name, sleep_seconds
 from longcall.workflows.engine import Execution, Sleep, _Frame, args_hash, in_body
 
-if TYPE_CHECKING:
-    from longcall.workflows.runs import Workflow
+
+class Registered(Protocol):
+    """What a child's start needs of a registered workflow (``runs.Workflow`` has it; this
+    module is below ``runs``, which hands ``start_child`` to the engine)."""
+
+    workflow_id: str
+    version: str
+    output_adapter: pydantic.TypeAdapter[Any]
+
+    def encode_input(self, input: Any) -> Any: ...
+
 
 ON_PARENT_CANCEL = ("cancel", "abandon")
 
@@ -115,7 +126,7 @@ class ChildHandle:
             raise Sleep(deadline, waiting_topic(self.run_id))
         status = outcome["status"]
         if status == "completed":
-            wf: Workflow[..., Any] | None = self._exe.registry.get(self.workflow_id)
+            wf: Registered | None = self._exe.registry.get(self.workflow_id)
             result = outcome["result"]
             return result if wf is None else wf.output_adapter.validate_python(result)
         if status == "cancelled":
@@ -151,14 +162,14 @@ def start_child(
 
 
 async def _start_async(
-    exe: Execution, wf: Workflow[..., Any], encoded: Any, key: str | None, on_parent_cancel: str
+    exe: Execution, wf: Registered, encoded: Any, key: str | None, on_parent_cancel: str
 ) -> ChildHandle:
     exe.check_in()
     return await exe.runtime.in_thread(_start, exe, wf, encoded, key, on_parent_cancel)
 
 
 def _start(
-    exe: Execution, wf: Workflow[..., Any], encoded: Any, key: str | None, on_parent_cancel: str
+    exe: Execution, wf: Registered, encoded: Any, key: str | None, on_parent_cancel: str
 ) -> ChildHandle:
     workflow_id = wf.workflow_id
     position = exe.take_position()
@@ -193,7 +204,7 @@ def _check_same(run: Run, parent_run_id: str, workflow_id: str, key: str) -> Non
         )
 
 
-def _resolve(registry: Mapping[str, Workflow[..., Any]], workflow: Any) -> Workflow[..., Any]:
+def _resolve(registry: Mapping[str, Registered], workflow: Any) -> Registered:
     if isinstance(workflow, str):
         found = registry.get(workflow)
         if found is None:

@@ -42,7 +42,8 @@ from longcall.workflows import streams as _streams
 from longcall.workflows._checkpoints import LateCheckpoints
 from longcall.workflows._spans import task_span
 from longcall.workflows._timers import checked_name, sleep_seconds, wake_time
-from longcall.workflows._versions import patched
+from longcall.workflows._versions import MARKER as PATCH_MARKER
+from longcall.workflows._versions import checked_change
 from longcall.workflows.state import State
 
 log = logging.getLogger("longcall.workflows")
@@ -321,9 +322,10 @@ class TaskContext:
         the body by default), however often this run replays. Cancelling this run cancels
         the child too, unless ``on_parent_cancel="abandon"``. In an async workflow, ``await``
         the handle."""
-        from longcall.workflows.children import start_child
-
-        return start_child(self._exe, workflow, input, key=key, on_parent_cancel=on_parent_cancel)
+        exe = self._exe
+        if exe.child_starter is None:
+            raise WorkflowError("ctx.start_child needs a run executed by an App's workflows")
+        return exe.child_starter(exe, workflow, input, key=key, on_parent_cancel=on_parent_cancel)
 
     async def start_child_async(
         self,
@@ -403,14 +405,14 @@ class TaskContext:
         went past it on the code before the change. Plain ``if``, in sync and async bodies
         alike (a new run's answer is recorded in its checkpoints; see ``_versions``)."""
         in_body("patched")
-        return patched(self._exe, change_id)
+        return self._exe.patched(change_id)
 
     def deprecate_patch(self, change_id: str) -> None:
         """Where ``if ctx.patched(change_id):`` stood, once no run that went past it on the
         old code is left: runs that recorded the patch still replay, new ones record nothing.
         Remove this call too once those have finished."""
         in_body("deprecate_patch")
-        patched(self._exe, change_id, deprecated=True)
+        self._exe.patched(change_id, deprecated=True)
 
 
 class Execution:
@@ -452,8 +454,10 @@ class Execution:
         self._settled: dict[int, tuple[list[tuple[str, Any]], bool]] = {}
         self._applied = 0  # positions whose state changes are applied, in order
         self.ctx = TaskContext(self)
-        # The app's workflows by id, for ctx.start_child (the Workflows sets it).
+        # The app's workflows by id, and what starts a child run (children.start_child), for
+        # ctx.start_child: the Workflows sets both (the children module is above this one).
         self.registry: dict[str, Any] = {}
+        self.child_starter: Callable[..., Any] | None = None
         self._renew_at = time.monotonic() + lease / 3
         # The last task call's checkpoint, not yet written (``holds_back``): the run's end
         # writes it, or the next thing the run records, or the app's late writer.
@@ -489,6 +493,28 @@ class Execution:
             raise Cancelled()
 
     # -- task calls -----------------------------------------------------------------------
+
+    def patched(self, change_id: str, *, deprecated: bool = False) -> bool:
+        """``ctx.patched`` (and, with ``deprecated``, ``ctx.deprecate_patch``): looks at the
+        next position without taking it (see :mod:`longcall.workflows._versions`)."""
+        change_id = checked_change(change_id)
+        digest = args_hash({"change_id": change_id})
+        position = self.position + 1
+        step = self.steps.get(position)
+        if step is not None:
+            if step.name != PATCH_MARKER or step.args_hash != digest:
+                return False  # the run went past here on the old code (or another patch's)
+            self.take_position()
+            self.replay(position, PATCH_MARKER, digest)
+            return True
+        if deprecated:
+            return True
+        self.check_in()
+        self.take_position()
+        started = time.time()
+        result = {"change_id": change_id}
+        self.record(position, PATCH_MARKER, digest, True, result, _Frame(position), started)
+        return True
 
     def take_position(self) -> int:
         self.position += 1

@@ -108,14 +108,17 @@ class RunWorker:
         # Held while slots are counted, reserved, moved to the next run or given up.
         self._moving = threading.Lock()
         self.executed = 0
-        # The (workflow, version) pairs this worker claims runs of: those registered when it
-        # starts. A run of any other stays queued for a worker that has it.
-        self.registered = workflows.registered()
+
+    @property
+    def registered(self) -> frozenset[tuple[str, str]]:
+        """The (workflow, version) pairs this worker claims runs of: those its app registers
+        at the claim (a workflow registered after the worker started included). A run of any
+        other stays queued for a worker that has it."""
+        return self.workflows.registered()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and execute until ``stop`` is set; then let the runs in hand finish."""
         self._loop = loop = asyncio.get_running_loop()
-        self.registered = self.workflows.registered()
         self._wake = wake = asyncio.Event()
         self._stop = stop
 

@@ -38,6 +38,7 @@ from longcall.workflows._leases import Heartbeat
 from longcall.workflows._spans import ended, run_span
 from longcall.workflows._versions import DEFAULT_VERSION, checked_version
 from longcall.workflows.answers import check_answers, key_number
+from longcall.workflows.children import start_child
 from longcall.workflows.engine import (
     Cancelled,
     Execution,
@@ -330,6 +331,7 @@ class Workflows:
             ),
         )
         exe.registry = self.registry
+        exe.child_starter = start_child
         return exe
 
     def execute(self, held: Held, *, then_claim: NextClaim | None = None) -> Run:

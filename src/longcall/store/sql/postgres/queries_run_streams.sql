@@ -28,6 +28,7 @@ SELECT EXISTS (SELECT 1 FROM lc_run_streams
 SELECT status FROM lc_runs WHERE run_id = %(run_id)s;
 
 -- name: stream_items
+-- Its LIMIT is written in (queries.LIMIT_MARK): one plan kept, a walk of the primary key.
 SELECT seq, origin, value FROM lc_run_streams
 WHERE run_id = %(run_id)s AND key = %(key)s AND seq > %(after)s
-ORDER BY seq LIMIT %(limit)s;
+ORDER BY seq LIMIT {limit};
