@@ -643,7 +643,8 @@ class App:
         Raises :class:`~longcall.errors.InvalidAnswer` (the run stays waiting) for an answer
         of the wrong type, and before anything is stored or executed for a key the run has not
         asked (unless it is answered ahead, see :meth:`Workflows.check_answers`) or one
-        already answered; :class:`~longcall.errors.RunStateError` for a run not waiting.
+        already answered; :class:`~longcall.errors.RunStateError` for a run not waiting, or
+        one of a named queue (only its workers execute it, within the queue's limits).
         """
         self.refuse_in_loop("answer")
         run = self.workflows.execute(self.workflows.take(run_id, answers))
@@ -669,7 +670,8 @@ class App:
     def continue_run(self, run_id: str) -> Run:
         """Execute a queued run, or one whose holder died (its lease ran out), from the top.
 
-        A run waiting for input simply runs to the same interrupt again.
+        A run waiting for input simply runs to the same interrupt again. A run of a named
+        queue raises :class:`~longcall.errors.RunStateError`: a worker of its queue executes it.
         """
         self.refuse_in_loop("continue_run")
         return self.workflows.execute(self.workflows.take(run_id))

@@ -15,14 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from longcall import App, RunStatus
+from longcall import App, RunStatus, TaskContext
 from longcall.core.clock import FakeClock
 from longcall.core.queues import Queue, parse_rate
-from longcall.errors import CronValidationError, DuplicateRun, QueueNotFound
+from longcall.errors import CronValidationError, DuplicateRun, QueueNotFound, RunStateError
 from longcall.store import Store
 
 from . import queue_procs
 from .bg_procs import sql_rows
+from .run_threads import worker_running
 
 PROCS = Path(queue_procs.__file__).resolve()
 
@@ -261,6 +262,46 @@ def test_worker_of_some_queues_runs_only_theirs(db_url: str) -> None:
         assert all(app.get_run(r).status is RunStatus.COMPLETED for r in others)
         stats = {s.queue.name: s for s in app.queue_stats()}
         assert stats["emails"].counts == {} and stats["reports"].depth == 0
+    finally:
+        app.close()
+
+
+def test_only_the_queues_workers_execute_its_runs(db_url: str) -> None:
+    """``app.continue_run`` and ``app.answer`` execute a run in the caller, where none of its
+    queue's limits would count it: for a run of a named queue both are refused and change
+    nothing; ``submit_answers`` leaves it to a worker, which keeps the limits."""
+    app = App(db_url, run_lease="5s")
+    try:
+
+        @app.workflow("ask")
+        def ask(ctx: TaskContext) -> str:
+            return str(ctx.interrupt("Whose report?"))
+
+        app.queue("approvals", concurrency=1)
+        run_id = app.submit_run("ask", queue="approvals").run_id
+        with pytest.raises(RunStateError, match=r"in queue 'approvals'.*a worker of that queue"):
+            app.continue_run(run_id)
+        with pytest.raises(RunStateError, match="in queue 'approvals'"):
+            asyncio.run(app.continue_run_async(run_id))
+        queued = app.store.get_run(run_id)
+        assert (queued.status, queued.executions, queued.holder) == (RunStatus.QUEUED, 0, None)
+
+        def until(status: RunStatus) -> None:
+            deadline = time.monotonic() + 20
+            while app.get_run(run_id).status is not status:
+                assert time.monotonic() < deadline, app.get_run(run_id).status
+                time.sleep(0.02)
+
+        with worker_running(app):
+            until(RunStatus.WAITING_INPUT)
+            with pytest.raises(RunStateError, match="answer it with submit_answers"):
+                app.answer(run_id, {"interrupt-1": "Ada"})
+            waiting = app.get_run(run_id)
+            assert waiting.status is RunStatus.WAITING_INPUT
+            assert [i.key for i in waiting.pending] == ["interrupt-1"]  # the answer not stored
+            app.submit_answers(run_id, {"interrupt-1": "Ada"})
+            until(RunStatus.COMPLETED)
+        assert app.get_run(run_id).run.result == "Ada"
     finally:
         app.close()
 

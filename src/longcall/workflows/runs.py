@@ -539,6 +539,17 @@ class Workflows:
 
         def check(run: Run, known: dict[str, Interrupt]) -> None:
             self.check_version(run)
+            if run.queue_name is not None:
+                # Executed here, the run would count against none of its queue's limits.
+                raise RunStateError(
+                    f"run {run_id!r} is in queue {run.queue_name!r}, whose limits only its "
+                    "workers keep: "
+                    + (
+                        "answer it with submit_answers, and a worker continues it"
+                        if values is not None
+                        else "a worker of that queue executes it"
+                    )
+                )
             if values is not None:
                 self.check_answers(run, known, values)
 
