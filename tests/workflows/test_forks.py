@@ -69,6 +69,26 @@ def test_a_fork_from_step_3_of_5_reuses_1_and_2_and_executes_3_to_5(db_url: str)
         app.close()
 
 
+def test_a_fork_goes_to_the_originals_queue_with_its_priority(db_url: str) -> None:
+    """A fork of a queued run counts against the same queue's limits: it is submitted to it
+    with the original's priority (not its dedupe id), and only a worker of that queue runs it."""
+    app, executed, _ = five_steps(db_url)
+    try:
+        app.queue("reports", concurrency=1, priority=True)
+        original = app.submit_run("five", {"scale": 1}, queue="reports", priority=3,
+                                  dedupe_id="monthly")  # fmt: skip
+        drain(app, [original.run_id], queues=["reports"])
+        fork = app.fork_run(original.run_id, from_step=4)
+        assert (fork.queue_name, fork.priority, fork.dedupe_id) == ("reports", 3, None)
+        drain(app, [fork.run_id], queues=["reports"])
+        assert app.get_run(fork.run_id).status is RunStatus.COMPLETED
+        assert executed == {1: 1, 2: 1, 3: 1, 4: 2, 5: 2}
+        (stats,) = app.queue_stats()
+        assert stats.queue.name == "reports" and stats.counts == {}
+    finally:
+        app.close()
+
+
 def test_a_fork_with_a_new_input_executes_the_steps_after_the_fork_with_it(db_url: str) -> None:
     """A new input reaches the steps from the fork on; a copied step whose call the new
     input changes fails the fork as not deterministic."""

@@ -18,7 +18,8 @@ class ForkOps(StoreCore):
     ) -> Run:
         """In one transaction: check ``from_step`` against the run's record (1 to one past
         its last recorded step), create ``new_run_id`` queued with ``input``, the original's
-        workflow, owner, retries and timeout, and ``forked_from``/``forked_step`` set, and
+        workflow, owner, retries, timeout, queue and priority, and ``forked_from`` /
+        ``forked_step`` set, and
         copy the original's checkpoints before ``from_step`` into it.
 
         The copy is of what is committed when the transaction runs: a run still executing
