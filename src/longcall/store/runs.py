@@ -165,6 +165,16 @@ _NO_END = dict.fromkeys(
 _NO_END |= _NO_STEP
 
 
+def due_in(run: Run, lease: float) -> float:
+    """How long after its claim a run taken by ``claim_runs(ahead=...)`` is due: 0 or less
+    for one due at once. Measured on the database's clock alone (the claim's time is its
+    lease's expiry less the lease), so the worker's own clock being off does not start it
+    early."""
+    if run.lease_expires_at is None:
+        return 0.0
+    return run.updated_at - (run.lease_expires_at - lease)
+
+
 def registered_param(registered: Collection[tuple[str, str]] | None) -> str | None:
     """claim_runs's ``registered``: the (workflow id, version) pairs as a JSON array of
     pairs, sorted (one text for one set); None claims runs of any."""
@@ -332,15 +342,21 @@ class RunOps(StoreCore):
         limit: int,
         lease: float,
         registered: Collection[tuple[str, str]] | None = None,
+        ahead: float = 0.0,
     ) -> list[Held]:
         """Take up to ``limit`` runs to execute: abandoned ones (their holder's lease ran
         out) first, then queued ones; each with its record when it executed before. With
-        ``registered`` ((workflow id, version) pairs), only runs of those."""
+        ``registered`` ((workflow id, version) pairs), only runs of those.
+
+        ``ahead`` seconds: queued runs due that much later are taken too (a sleeping run's
+        claim done before it wakes), each with ``updated_at`` its due time; the caller must
+        not start one before then (:func:`due_in`)."""
         rows = self._statement(
             "claim_runs",
             holder=holder,
             lease=lease,
             limit=limit,
+            ahead=ahead,
             now=self.now(),
             **_NO_END,
             registered=registered_param(registered),
@@ -348,15 +364,23 @@ class RunOps(StoreCore):
         return self._held(rows)
 
     def _held(self, rows: list[Row]) -> list[Held]:
-        claimed = []
-        for run in sorted(map(run_from_row, rows), key=lambda r: (r.created_at, r.run_id)):
-            # Resumed, retried or taken over, or a fork (its first steps are copies): replay
-            # its record.
-            if run.executions > 1 or run.forked_from is not None:
-                claimed.append((run, self.run_steps(run.run_id), self.run_interrupts(run.run_id)))
-            else:
-                claimed.append((run, [], {}))
-        return claimed
+        runs = sorted(map(run_from_row, rows), key=lambda r: (r.created_at, r.run_id))
+        # Resumed, retried or taken over, or a fork (its first steps are copies): replay its
+        # record, read for all such runs of the claim at once.
+        replayed = [r.run_id for r in runs if r.executions > 1 or r.forked_from is not None]
+        if not replayed:
+            return [(run, [], {}) for run in runs]
+        steps: dict[str, list[Step]] = {}
+        interrupts: dict[str, dict[str, Interrupt]] = {}
+
+        def read(tx: Tx) -> None:
+            for row in tx.all("runs_steps", run_ids=dumps(replayed)):
+                steps.setdefault(row["run_id"], []).append(_step(row))
+            for row in tx.all("runs_interrupts", run_ids=dumps(replayed)):
+                interrupts.setdefault(row["run_id"], {})[row["key"]] = _interrupt(row)
+
+        self._transact(read, write=False)
+        return [(run, steps.get(run.run_id, []), interrupts.get(run.run_id, {})) for run in runs]
 
     def retry_run(
         self, run_id: str, holder: str, *, error: Any, delay: float, step: Checkpoint | None = None
@@ -479,6 +503,7 @@ class RunOps(StoreCore):
             single = False  # written in the end's transaction, before it
         # claim_runs ends the run, and with ``limit`` 0 claims nothing after it.
         ending = {**params, "end_run_id": run_id, "end_holder": holder, "lease": 0.0, "limit": 0}
+        ending["ahead"] = 0.0  # whatever it claims starts at once
         ending["registered"] = None
         if single:
             claim = then_claim if then_claim is not None and then_claim.wanted() else None

@@ -50,6 +50,14 @@ RETURNING lc_runs.run_id, lc_runs.holder, lc_runs.cancel_requested;
 -- name: run_steps
 SELECT * FROM lc_run_steps WHERE run_id = %(run_id)s ORDER BY position;
 
+-- name: runs_steps
+-- The checkpoints of several runs (a JSON array of their ids) in one read: a claim's runs
+-- that resume.
+SELECT * FROM lc_run_steps WHERE run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb)) ORDER BY run_id, position;
+
+-- name: runs_interrupts
+SELECT * FROM lc_run_interrupts WHERE run_id IN (SELECT jsonb_array_elements_text(%(run_ids)s::jsonb));
+
 -- name: insert_step
 -- A task's checkpoint, only while the run is still ours (a run taken over is not written to);
 -- it returns a row, with the run's cancel flag, only when it wrote one. FOR SHARE waits for a
@@ -123,6 +131,8 @@ RETURNING *;
 -- Its LIMIT is written in, not a parameter, so that its plan is kept (queries.LIMIT_MARK).
 -- With ``registered`` (a JSON array of [workflow_id, version] pairs: what the worker has
 -- registered) it claims only runs of those; others stay where they are for another worker.
+-- With ``ahead`` > 0 it also claims queued runs due within that many seconds (asleep, most
+-- often), with ``updated_at`` their due time: the worker starts each then, not before.
 WITH ended AS (
     UPDATE lc_runs SET status = %(status)s, result = %(result)s::jsonb,
                        error = %(error)s::jsonb, state = %(state)s::jsonb, holder = NULL,
@@ -157,7 +167,8 @@ abandoned AS (
     FOR UPDATE SKIP LOCKED),
 queued AS (
     SELECT r.run_id, r.available_at AS since FROM lc_runs r
-    WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s) AND (SELECT ok FROM go)
+    WHERE r.status = 'queued' AND r.available_at <= lc_now(%(now)s) + %(ahead)s::float8
+      AND (SELECT ok FROM go)
       AND r.queue_name IS NULL  -- a named queue's runs are claimed by claim_queue_runs
       /*if registered*/ AND (r.workflow_id, r.version) IN (SELECT w ->> 0, w ->> 1 FROM jsonb_array_elements(%(registered)s::jsonb) w)
       AND (r.concurrency_key IS NULL OR NOT EXISTS (
@@ -175,8 +186,12 @@ picked AS (
 claimed AS (
     UPDATE lc_runs SET status = 'running', holder = %(holder)s,
                        lease_expires_at = lc_now(%(now)s) + %(lease)s,
-                       executions = executions + 1, updated_at = lc_now(%(now)s), wake_at = NULL,
-                       recv_topic = NULL
+                       executions = executions + 1, wake_at = NULL, recv_topic = NULL,
+                       -- a queued run claimed ahead starts when it is due: the engine takes
+                       -- updated_at as the time it started
+                       updated_at = CASE WHEN lc_runs.status = 'queued'
+                                         THEN GREATEST(lc_now(%(now)s), lc_runs.available_at)
+                                         ELSE lc_now(%(now)s) END
     FROM picked WHERE lc_runs.run_id = picked.run_id
     RETURNING lc_runs.*)
 SELECT 'ended' AS kind, * FROM ended

@@ -42,6 +42,14 @@ RETURNING run_id, holder, cancel_requested;
 -- name: run_steps
 SELECT * FROM lc_run_steps WHERE run_id = :run_id ORDER BY position;
 
+-- name: runs_steps
+-- The checkpoints of several runs (a JSON array of their ids) in one read: a claim's runs
+-- that resume.
+SELECT * FROM lc_run_steps WHERE run_id IN (SELECT value FROM json_each(:run_ids)) ORDER BY run_id, position;
+
+-- name: runs_interrupts
+SELECT * FROM lc_run_interrupts WHERE run_id IN (SELECT value FROM json_each(:run_ids));
+
 -- name: insert_step
 -- A task's checkpoint, only while the run is still ours (a run taken over is not written to);
 -- it returns a row, with the run's cancel flag, only when it wrote one.
@@ -103,6 +111,8 @@ RETURNING *;
 -- Both run in one transaction; rows come back with ``kind``: 'ended' or 'claimed'.
 -- With ``registered`` (a JSON array of [workflow_id, version] pairs: what the worker has
 -- registered) it claims only runs of those; others stay where they are for another worker.
+-- With ``ahead`` > 0 it also claims queued runs due within that many seconds (asleep, most
+-- often), with ``updated_at`` their due time: the worker starts each then, not before.
 UPDATE lc_runs SET status = :status, result = :result, error = :error, state = :state,
                    errors = CASE WHEN :error IS NULL THEN errors
                                  ELSE json_insert(errors, '$[#]', json(:error)) END,
@@ -117,7 +127,11 @@ WHERE run_id = :end_run_id AND holder = :end_holder AND status = 'running'
 RETURNING 'ended' AS kind, *;
 
 UPDATE lc_runs SET status = 'running', holder = :holder, lease_expires_at = :now + :lease,
-                   executions = executions + 1, updated_at = :now, wake_at = NULL, recv_topic = NULL
+                   executions = executions + 1, wake_at = NULL, recv_topic = NULL,
+                   -- a queued run claimed ahead starts when it is due: the engine takes
+                   -- updated_at as the time it started
+                   updated_at = CASE WHEN status = 'queued' THEN MAX(:now, available_at)
+                                     ELSE :now END
 WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
     SELECT run_id FROM (
         SELECT * FROM (
@@ -128,7 +142,7 @@ WHERE (:end_run_id IS NULL OR changes() = 1) AND run_id IN (
         UNION ALL
         SELECT * FROM (
             SELECT r.run_id, 1 AS rank, r.available_at AS since FROM lc_runs r
-            WHERE r.status = 'queued' AND r.available_at <= :now
+            WHERE r.status = 'queued' AND r.available_at <= :now + :ahead
               AND r.queue_name IS NULL  -- a named queue's runs: claim_queue_runs
               /*if registered*/ AND EXISTS (SELECT 1 FROM json_each(:registered) w WHERE json_extract(w.value, '$[0]') = r.workflow_id AND json_extract(w.value, '$[1]') = r.version)
               AND (r.concurrency_key IS NULL OR NOT EXISTS (
