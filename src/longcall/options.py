@@ -37,6 +37,7 @@ class RunWorkerOptions(TypedDict, total=False):
     poll_interval: str | float
     grace: str | float
     claim_delay: str | float
+    wake_ahead: str | float
     holder: str | None
     queues: Sequence[str] | None
 

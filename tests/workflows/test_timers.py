@@ -19,6 +19,7 @@ import pytest
 
 from longcall import App, RunStatus
 from longcall.core.clock import FakeClock
+from longcall.store.runs import due_in
 from longcall.workflows import TaskContext
 
 from .run_threads import worker_running
@@ -112,6 +113,68 @@ def test_a_sleep_already_past_does_not_sleep(app: App, clock: FakeClock) -> None
     assert run.status is RunStatus.COMPLETED and run.result == 1
     steps = app.get_run(run.run_id).steps
     assert [s.name for s in steps] == ["longcall.wait_until", "longcall.sleep"]
+
+
+def test_a_claim_ahead_takes_a_run_due_soon_and_says_when(app: App, clock: FakeClock) -> None:
+    """``claim_runs(ahead=...)`` takes a run that wakes within that long, its ``updated_at``
+    its wake-up time (which the engine compares the sleep with) and ``due_in`` how long after
+    the claim that is; a plain claim, or one not far enough ahead, leaves it asleep."""
+
+    @app.workflow
+    def nap(ctx: TaskContext) -> str:
+        ctx.sleep(30)
+        return "woke"
+
+    run = app.run_workflow(nap)
+    assert run.status is RunStatus.SLEEPING and run.wake_at == clock.now() + 30
+    clock.advance(29.5)
+    assert app.store.claim_runs("w/1", limit=5, lease=60) == []
+    assert app.store.claim_runs("w/1", limit=5, lease=60, ahead=0.4) == []
+    [(taken, _, _)] = app.store.claim_runs("w/1", limit=5, lease=60, ahead=1.0)
+    assert taken.run_id == run.run_id and taken.updated_at == run.wake_at
+    assert due_in(taken, 60) == pytest.approx(0.5)
+    # A run due already is claimed as before: due at once.
+    again = app.submit_run(nap)
+    [(now_due, _, _)] = app.store.claim_runs("w/2", limit=5, lease=60, ahead=1.0)
+    assert now_due.run_id == again.run_id and due_in(now_due, 60) == 0
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_run_claimed_ahead_starts_when_due_not_before(db_url: str, kind: str) -> None:
+    """On the real clock, a worker claiming 2 s ahead takes the run as soon as it sleeps
+    (the 20 ms poll), 1.5 s before it is due, and starts it when it is due: the code after
+    the sleep runs at its wake-up time or later (the database's clock and this one are the
+    same machine's; 5 ms of leeway for their rounding), within 1 s (a safety net)."""
+    with App(db_url, run_lease="5s") as app:
+        seen: dict[str, float] = {}
+
+        def after(ctx: TaskContext) -> str:
+            seen["ran"] = time.time()
+            seen["claimed"] = app.store.get_run(ctx.run_id).updated_at
+            return "woke"
+
+        if kind == "sync":
+
+            @app.workflow("nap")
+            def nap(ctx: TaskContext) -> str:
+                ctx.sleep(1.5)
+                return after(ctx)
+
+        else:
+
+            @app.workflow("nap")
+            async def nap_async(ctx: TaskContext) -> str:
+                await ctx.sleep_async(1.5)
+                return after(ctx)
+
+        run = app.submit_run("nap")
+        with worker_running(app, wake_ahead="2s"):
+            done = wait_for(app, run.run_id, RunStatus.COMPLETED, seconds=20)
+        wake_at = app.get_run(run.run_id).steps[0].result["wake_at"]
+        assert done.result == "woke" and done.executions == 2
+        # Claimed ahead: the claim recorded the wake-up time as the start, not its own time.
+        assert seen["claimed"] == wake_at
+        assert -0.005 <= seen["ran"] - wake_at < 1.0, seen["ran"] - wake_at
 
 
 def test_an_async_workflow_awaits_its_sleep(app: App, clock: FakeClock) -> None:

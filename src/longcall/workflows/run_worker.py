@@ -34,7 +34,7 @@ from typing import Any
 from longcall.core.jobs import parse_duration
 from longcall.core.runs import Run, RunStatus
 from longcall.logs import about
-from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim
+from longcall.store.runs import CANCELLED, RUNS_CHANNEL, Held, NextClaim, due_in
 from longcall.store.wakeups import watch_in_thread
 from longcall.workflows.runs import Workflows
 
@@ -61,6 +61,11 @@ class RunWorker:
     take it, rather than being claimed at once beside them. A steady stream of short runs
     then drains in two statements a run instead of three; an idle worker, or one whose runs
     are long, claims at once. 0 claims every run at once.
+
+    ``wake_ahead``: a run asleep in this process is claimed up to this long before it wakes,
+    and started when it is due, not before: the claim's round trip (several milliseconds on
+    a busy PostgreSQL) is done by then, instead of added to the timer's latency. Its slot is
+    held, idle, meanwhile. 0 claims a sleeping run only once it is due.
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class RunWorker:
         poll_interval: str | float = "1s",
         grace: str | float = "5s",
         claim_delay: str | float = "20ms",
+        wake_ahead: str | float = "50ms",
         holder: str | None = None,
         queues: Sequence[str] | None = None,
     ) -> None:
@@ -86,6 +92,7 @@ class RunWorker:
         # While the runs in hand end, and look for the next, more often than this, a run
         # queued meanwhile is left to them for up to this long instead of claimed at once.
         self.claim_delay = parse_duration(claim_delay)
+        self.wake_ahead = parse_duration(wake_ahead)
         # Unique per worker: its claims are numbered below, so two workers of one app must
         # not share a prefix.
         self.holder = holder or f"{workflows.runtime.holder}/runs-{uuid.uuid4().hex[:6]}"
@@ -97,6 +104,11 @@ class RunWorker:
         self._heard = 0  # notifications the watch passed on
         self._last_look = -math.inf  # when a chain last looked for its next run
         self._deferred = 0  # notifications left to the chains, not looked for since
+        # The last claim of the event loop had no slot free, or filled every one: the next
+        # slot to free looks again, even if its run's end has looked. That look takes only
+        # runs due now, and a run due a little later, whose wake-up came meanwhile, would
+        # otherwise wait for the poll.
+        self._woken_full = False
         self._recheck_due = False
         self._cancel_seen: dict[str, float] = {}
         self._wake = asyncio.Event()
@@ -144,8 +156,11 @@ class RunWorker:
             store.run_listeners.append(queued)
 
         def asleep(wake_at: float) -> None:
-            # A little late rather than early: the claim compares with the database's clock.
-            delay = max(0.0, wake_at - self.runtime.clock.now()) + 0.002
+            # Half the lead covers the claim's round trip, the other half a wake-up that
+            # comes late and the clocks being apart. Without a lead, a little late rather
+            # than early: the claim compares with the database's clock.
+            lead = self.wake_ahead / 2 if self.wake_ahead else -0.002
+            delay = max(0.0, wake_at - self.runtime.clock.now() - lead)
             with contextlib.suppress(RuntimeError):  # the loop has closed: the poll finds it
                 loop.call_soon_threadsafe(loop.call_later, delay, wake.set)
 
@@ -205,7 +220,7 @@ class RunWorker:
             self._reserved -= count
         self._room_left()
 
-    def _claim_runs(self, limit: int) -> list[Held]:
+    def _claim_runs(self, limit: int, ahead: float = 0.0) -> list[Held]:
         lease = self.workflows.lease
         store = self.runtime.store
         claimed: list[Held] = []
@@ -225,8 +240,15 @@ class RunWorker:
                 limit=limit - len(claimed),
                 lease=lease,
                 registered=self.registered,
+                ahead=ahead,
             )
         return claimed
+
+    def _claim_ahead(self, limit: int) -> tuple[list[Held], float]:
+        """The event loop's claim, runs due within ``wake_ahead`` included, and when it
+        returned (``time.monotonic``, the loop's clock), which their due times count from."""
+        claimed = self._claim_runs(limit, self.wake_ahead)
+        return claimed, time.monotonic()
 
     def _listened(self) -> list[str]:
         """The named queues this worker claims from; every declared one is read again from
@@ -242,24 +264,47 @@ class RunWorker:
     async def _claim(self) -> None:
         limit = self._reserve()
         if not limit:
+            self._woken_full = True
             return
         try:
-            claimed = await self.runtime.in_thread(self._claim_runs, limit)
+            claimed, returned = await self.runtime.in_thread(self._claim_ahead, limit)
         except BaseException:
             self._release(limit)
             raise
-        self._start(claimed, limit)
+        self._woken_full = len(claimed) >= limit
+        self._start(claimed, limit, returned)
 
-    def _start(self, claimed: list[Held], reserved: int) -> None:
-        """Execute the claimed runs as tasks of the event loop, in ``reserved`` slots held."""
+    def _start(self, claimed: list[Held], reserved: int, returned: float | None = None) -> None:
+        """Execute the claimed runs as tasks of the event loop, in ``reserved`` slots held.
+        With ``returned`` (when a claim with ``wake_ahead`` returned), a run not due yet
+        starts when it is: its slot stays reserved until then."""
+        lease = self.workflows.lease
+        later: list[tuple[float, Held]] = []
         with self._moving:
             for held in claimed:
-                run_id = held[0].run_id
-                slot = _Slot(held[0])
-                task = asyncio.create_task(self._execute(held, slot), name=f"run {run_id}")
-                self.active[run_id] = task
-                task.add_done_callback(functools.partial(self._done, slot))
-            self._reserved -= reserved
+                wait = 0.0 if returned is None else due_in(held[0], lease)
+                if returned is not None and wait > 0:
+                    later.append((returned + wait, held))
+                else:
+                    self._begin(held)
+            self._reserved -= reserved - len(later)
+        for when, held in later:
+            # Counted from the claim's return, which is after the database's clock read the
+            # time: late by the trip back, never early.
+            self._loop.call_at(when, self._start_due, held)
+        self._room_left()
+
+    def _begin(self, held: Held) -> None:
+        run_id = held[0].run_id
+        slot = _Slot(held[0])
+        task = asyncio.create_task(self._execute(held, slot), name=f"run {run_id}")
+        self.active[run_id] = task
+        task.add_done_callback(functools.partial(self._done, slot))
+
+    def _start_due(self, held: Held) -> None:
+        with self._moving:
+            self._begin(held)
+            self._reserved -= 1
         self._room_left()
 
     def _claim_directly(self) -> bool:
@@ -328,7 +373,7 @@ class RunWorker:
                 self.executed += 1 + slot.chained
             self._cancel_seen.pop(slot.run.run_id, None)
         self._room_left()
-        if not (slot.claim is not None and slot.claim.looked):
+        if self._woken_full or not (slot.claim is not None and slot.claim.looked):
             self._wake_soon()
 
     def _free_direct(self, slot: _Slot, run_id: str | None = None) -> Run | None:
@@ -434,7 +479,8 @@ class RunWorker:
         ended = None if task.cancelled() or task.exception() else task.result()
         looked = slot.claim is not None and slot.claim.looked
         # So does the end of a queued run: it frees a slot of its queue.
-        if not looked or (ended and (ended.concurrency_key or ended.queue_name)):
+        frees_more = ended is not None and bool(ended.concurrency_key or ended.queue_name)
+        if self._woken_full or not looked or frees_more:
             self._wake.set()
 
     def _chains(self, run: Run) -> bool:
