@@ -104,11 +104,11 @@ class RunWorker:
         self._heard = 0  # notifications the watch passed on
         self._last_look = -math.inf  # when a chain last looked for its next run
         self._deferred = 0  # notifications left to the chains, not looked for since
-        # The last claim of the event loop had no slot free, or filled every one: the next
-        # slot to free looks again, even if its run's end has looked. That look takes only
-        # runs due now, and a run due a little later, whose wake-up came meanwhile, would
-        # otherwise wait for the poll.
-        self._woken_full = False
+        # A sleeping run's wake-up came and the event loop's claim has not yet looked with a
+        # slot to spare: the next slot to free looks again, even if its run's end has looked.
+        # That look takes only runs due now, and a run due a little later, whose wake-up
+        # came while every slot was taken, would otherwise wait for the poll.
+        self._timers_waiting = False
         self._recheck_due = False
         self._cancel_seen: dict[str, float] = {}
         self._wake = asyncio.Event()
@@ -162,7 +162,7 @@ class RunWorker:
             lead = self.wake_ahead / 2 if self.wake_ahead else -0.002
             delay = max(0.0, wake_at - self.runtime.clock.now() - lead)
             with contextlib.suppress(RuntimeError):  # the loop has closed: the poll finds it
-                loop.call_soon_threadsafe(loop.call_later, delay, wake.set)
+                loop.call_soon_threadsafe(loop.call_later, delay, self._timer_fired)
 
         self.workflows.sleep_listeners.append(asleep)
         watching = asyncio.create_task(self._watch_cancels(stop))
@@ -194,6 +194,10 @@ class RunWorker:
             listener_stop.set()
             if listener is not None:
                 await asyncio.to_thread(listener.join, 5)
+
+    def _timer_fired(self) -> None:
+        self._timers_waiting = True
+        self._wake.set()
 
     async def _wake_when(self, stop: asyncio.Event) -> None:
         await stop.wait()
@@ -264,14 +268,16 @@ class RunWorker:
     async def _claim(self) -> None:
         limit = self._reserve()
         if not limit:
-            self._woken_full = True
-            return
+            return  # any timer that fired waits for the next slot to free
+        timers, self._timers_waiting = self._timers_waiting, False
         try:
             claimed, returned = await self.runtime.in_thread(self._claim_ahead, limit)
         except BaseException:
+            self._timers_waiting |= timers
             self._release(limit)
             raise
-        self._woken_full = len(claimed) >= limit
+        # Every slot filled: the fired timers' runs may not all have fit.
+        self._timers_waiting |= timers and len(claimed) >= limit
         self._start(claimed, limit, returned)
 
     def _start(self, claimed: list[Held], reserved: int, returned: float | None = None) -> None:
@@ -373,7 +379,7 @@ class RunWorker:
                 self.executed += 1 + slot.chained
             self._cancel_seen.pop(slot.run.run_id, None)
         self._room_left()
-        if self._woken_full or not (slot.claim is not None and slot.claim.looked):
+        if self._timers_waiting or not (slot.claim is not None and slot.claim.looked):
             self._wake_soon()
 
     def _free_direct(self, slot: _Slot, run_id: str | None = None) -> Run | None:
@@ -480,7 +486,7 @@ class RunWorker:
         looked = slot.claim is not None and slot.claim.looked
         # So does the end of a queued run: it frees a slot of its queue.
         frees_more = ended is not None and bool(ended.concurrency_key or ended.queue_name)
-        if self._woken_full or not looked or frees_more:
+        if self._timers_waiting or not looked or frees_more:
             self._wake.set()
 
     def _chains(self, run: Run) -> bool:
