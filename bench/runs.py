@@ -202,6 +202,8 @@ def runs_channel() -> str:
 
 # claim_runs's parameters for ending nothing first (as longcall's store passes them).
 RAW_NO_END = dict.fromkeys(("end_run_id", "end_holder", "status", "result", "error", "state"))
+RAW_NO_END |= dict.fromkeys(("wake_at", "recv_topic"))
+RAW_NO_END |= {"ahead": 0.0}  # only runs due now
 RAW_STEP = ("position", "name", "args_hash", "result", "changes", "attempts", "started_at")
 RAW_NO_END |= dict.fromkeys(f"step_{name}" for name in (*RAW_STEP, "finished_at"))
 
@@ -274,10 +276,12 @@ def raw_worker(url: str, marks: Path, concurrency: int, index: int) -> None:
     import psycopg
     from psycopg.rows import dict_row
 
-    from longcall.store.queries import with_limit
+    from longcall.store.queries import with_filters, with_limit
 
     q = raw_queries()
-    claim_sql = with_limit(q["claim_runs"], 1)  # its LIMIT written in, as longcall's store does
+    # Its LIMIT written in, and without the registered-workflows filter (runs of any workflow),
+    # as longcall's store sends it.
+    claim_sql = with_limit(with_filters(q["claim_runs"], frozenset()), 1)
     stop = threading.Event()
     wake = threading.Condition()
     listening = threading.Event()
@@ -410,7 +414,7 @@ class Submitter:
             queued |= dict.fromkeys(("idempotency_key", "timeout_secs", "holder", "now"))
             queued |= {"workflow_id": "one", "status": "queued", "max_retries": 0, "lease": 0.0}
             queued |= {"channel": runs_channel()}
-            queued |= {"queue_name": None, "priority": 0, "dedupe_id": None}
+            queued |= {"queue_name": None, "priority": 0, "dedupe_id": None, "version": "1"}
             self.submit = lambda i: conn.execute(
                 insert, {**queued, "run_id": uuid.uuid4().hex, "input": json.dumps(i)}
             ).fetchall()
