@@ -288,8 +288,7 @@ class RunWorker:
         later: list[tuple[float, Held]] = []
         with self._moving:
             for held in claimed:
-                wait = 0.0 if returned is None else due_in(held[0], lease)
-                if returned is not None and wait > 0:
+                if returned is not None and (wait := due_in(held[0], lease)) > 0:
                     later.append((returned + wait, held))
                 else:
                     self._begin(held)
